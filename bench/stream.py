@@ -1,0 +1,619 @@
+"""Open sync streams: server memory per open stream, and relay-to-stream delivery latency.
+
+    .venv/bin/python bench/stream.py [--streams N] [--rounds R] [--concurrency C] [--deadline S]
+
+Starts one real ``relaybox serve`` (SQLite in a temporary data dir, per-IP limits raised so one
+client address may register and pair this many devices), registers one phone and pairs N
+computers with it, then:
+
+- memory: the server's RSS (VmRSS of its process) with every device paired and no stream open,
+  then again with N ``GET /v1/sync`` streams open (each has received its opening comment frame,
+  plus a short settle). ``KB/stream`` = (after - before) / N. Goal: under 30 KB per open stream.
+- latency: in each of R rounds the phone relays one sealed ``clipboard`` envelope to every
+  computer (``POST /v1/envelopes``, at most C in flight). A delivery's latency runs from just
+  before its POST is sent to the moment the recipient's stream yields the event whose ``id:`` is
+  the ``seq`` the POST returned; p50 and p99 are over all N x R deliveries. ``all delivered`` is
+  the time from a round's first POST to its last delivery (the slowest round is shown). Goal:
+  p99 under 100 ms.
+
+The client side (N streams plus C posts on one asyncio loop in this process) shares the machine
+with the server, so the latencies are an upper bound of what the server alone adds. Exits 0
+whatever is measured (``--strict``: 1 when a goal is missed); 2 when the run itself failed
+(server errors, a stream that never opened, the deadline). Everything is cleaned up in all cases:
+streams closed, server stopped (SIGTERM, then SIGKILL), temporary directory removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import math
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from core.domain.envelope import seal
+from core.domain.keys import generate_keypair
+
+GOAL_P99_MS = 100.0
+GOAL_KB_PER_STREAM = 30.0
+OPENING_COMMENT = ": relaybox stream"
+LISTENING = "relaybox is listening on "
+STOP_GRACE_S = 5.0
+
+
+class BenchError(RuntimeError):
+    """The run could not complete (the server failed or something never arrived)."""
+
+
+@dataclass
+class Device:
+    device_id: str
+    token: str
+    secret_key: bytes
+    public_key: bytes
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def public_b64(self) -> str:
+        return base64.b64encode(self.public_key).decode()
+
+
+@dataclass
+class Progress:
+    """What the run is doing, so a deadline or an error can say where it stopped."""
+
+    phase: str = "starting"
+    done: int = 0
+    total: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def start(self, phase: str, total: int) -> None:
+        self.phase, self.done, self.total = phase, 0, total
+        print(f"... {phase} ({total})", flush=True)
+
+    def fail(self, what: str) -> None:
+        self.errors.append(f"{self.phase}: {what}")
+
+    def describe(self) -> str:
+        return f"{self.phase}: {self.done}/{self.total} done"
+
+
+# -- the server process ------------------------------------------------------------------------
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's soft open-file limit to the hard limit; the server inherits it too."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target
+
+
+def server_env(streams: int, data_dir: Path) -> dict[str, str]:
+    """The inherited environment minus any RELAYBOX_* setting, plus limits sized for the run."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
+    allowance = str(streams * 2 + 100)
+    env.update(
+        RELAYBOX_DATA_DIR=str(data_dir),
+        RELAYBOX_PAIR_INIT_PER_IP_PER_MINUTE=allowance,  # every computer pairs from 127.0.0.1
+        RELAYBOX_REGISTER_PER_IP_PER_MINUTE=allowance,
+        RELAYBOX_MAX_DEVICES_PER_ACCOUNT=allowance,  # all N computers join the phone's account
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    log_dir: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def rss_kb(self) -> int:
+        """VmRSS of the server process, in KiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise BenchError("no VmRSS in /proc status")
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the server process has used so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def open_fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def fd_limit(self) -> str:
+        for line in Path(f"/proc/{self.pid}/limits").read_text().splitlines():
+            if line.startswith("Max open files"):
+                return line.split()[3]
+        return "?"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        text = (self.log_dir / "server.stderr").read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def count_in_stderr(self, needle: str) -> int:
+        return (self.log_dir / "server.stderr").read_text(errors="replace").count(needle)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_server(streams: int, work_dir: Path, fd_limit: int, timeout_s: float) -> Server:
+    """Start ``relaybox serve --port 0`` and wait for the line announcing its URL."""
+    data_dir, log_dir = work_dir / "data", work_dir / "logs"
+    log_dir.mkdir()
+    stdout = (log_dir / "server.stdout").open("wb")
+    stderr = (log_dir / "server.stderr").open("wb")
+
+    def limit_fds() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    command = [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", str(data_dir)]
+    process = subprocess.Popen(
+        command,
+        cwd=work_dir,  # no stray .env is picked up
+        env=server_env(streams, data_dir),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        preexec_fn=limit_fds,  # no threads exist yet in this process
+    )
+    stdout.close()
+    stderr.close()
+    server = Server(process, "", log_dir)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        first = (log_dir / "server.stdout").read_text(errors="replace").partition("\n")
+        if first[1] and first[0].startswith(LISTENING):
+            server.url = first[0].removeprefix(LISTENING).strip()
+            return server
+        if not server.alive():
+            raise BenchError(f"server exited with {process.returncode}:\n{server.stderr_tail()}")
+        time.sleep(0.05)
+    server.stop()
+    raise BenchError("server did not announce its URL in time")
+
+
+# -- devices -----------------------------------------------------------------------------------
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def expect(response: httpx.Response, status: int) -> dict[str, Any]:
+    if response.status_code != status:
+        raise BenchError(
+            f"{response.request.method} {response.request.url.path}: "
+            f"{response.status_code} {response.text[:200]}"
+        )
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def register_phone(api: httpx.AsyncClient) -> Device:
+    secret, public = generate_keypair()
+    body = expect(await api.post("/v1/devices", json={"public_key": b64(public), "name": "bench phone"}), 201)
+    return Device(body["device_id"], body["device_token"], secret, public)
+
+
+async def pair_computer(api: httpx.AsyncClient, phone: Device, number: int) -> Device:
+    secret, public = generate_keypair()
+    init = {"public_key": b64(public), "surface_kind": "cli", "name": f"bench {number}"}
+    started = expect(await api.post("/v1/pair/init", json=init), 201)
+    confirm = {"code": started["code"], "public_key": phone.public_b64}
+    expect(await api.post("/v1/pair/confirm", json=confirm, headers=phone.auth), 200)
+    return Device(started["device_id"], started["device_token"], secret, public)
+
+
+async def bounded(count: int, limit: int, job: Callable[[int], Awaitable[None]]) -> None:
+    """Run ``job(0..count-1)`` with at most ``limit`` running at once; the first error propagates."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(index: int) -> None:
+        async with gate:
+            await job(index)
+
+    async with asyncio.TaskGroup() as group:
+        for index in range(count):
+            group.create_task(one(index))
+
+
+async def pair_all(
+    api: httpx.AsyncClient, phone: Device, count: int, limit: int, progress: Progress
+) -> list[Device]:
+    computers: list[Device | None] = [None] * count
+    progress.start("pairing computers", count)
+
+    async def job(index: int) -> None:
+        computers[index] = await pair_computer(api, phone, index)
+        progress.done += 1
+
+    await bounded(count, limit, job)
+    return [computer for computer in computers if computer is not None]
+
+
+# -- streams -----------------------------------------------------------------------------------
+
+
+class Arrivals:
+    """When each ``seq`` came out of a stream; a waiter may come before or after the arrival."""
+
+    def __init__(self) -> None:
+        self._futures: dict[int, asyncio.Future[float]] = {}
+
+    def _future(self, seq: int) -> asyncio.Future[float]:
+        future = self._futures.get(seq)
+        if future is None:
+            future = self._futures[seq] = asyncio.get_running_loop().create_future()
+        return future
+
+    def arrived(self, seq: int, at: float) -> None:
+        future = self._future(seq)
+        if not future.done():
+            future.set_result(at)
+
+    async def wait(self, seq: int, timeout_s: float) -> float:
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._future(seq)), timeout_s)
+        except TimeoutError:
+            raise BenchError(f"seq {seq} did not come out of its stream within {timeout_s} s") from None
+
+
+@dataclass
+class StreamSet:
+    """N open ``GET /v1/sync`` streams, each read by its own task."""
+
+    arrivals: Arrivals
+    progress: Progress
+    opened: int = 0
+    all_open: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    ended: int = 0
+
+    async def follow(
+        self, client: httpx.AsyncClient, device: Device, gate: asyncio.Semaphore, total: int
+    ) -> None:
+        """Hold a connecting slot until the opening comment arrives, then read the stream until cancelled."""
+        released = False
+
+        def opened() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                gate.release()
+                self._mark_open(total)
+
+        await gate.acquire()
+        try:
+            async with client.stream("GET", "/v1/sync", headers=device.auth) as response:
+                if response.status_code != 200:
+                    self.progress.fail(f"stream got {response.status_code}")
+                    return
+                await self._read(response, opened)
+        except httpx.HTTPError as exc:
+            self.progress.fail(f"stream {type(exc).__name__}: {exc}")
+        finally:
+            if not released:
+                released = True
+                gate.release()
+            self.ended += 1
+
+    async def _read(self, response: httpx.Response, opened: Callable[[], None]) -> None:
+        seq: int | None = None
+        async for line in response.aiter_lines():
+            if line.startswith(OPENING_COMMENT):
+                opened()
+            elif line.startswith("id:"):
+                seq = int(line.removeprefix("id:").strip())
+            elif line == "" and seq is not None:
+                self.arrivals.arrived(seq, time.perf_counter())
+                seq = None
+
+    def _mark_open(self, total: int) -> None:
+        self.opened += 1
+        self.progress.done = self.opened
+        if self.opened == total:
+            self.all_open.set()
+
+
+async def open_streams(
+    client: httpx.AsyncClient, devices: list[Device], limit: int, progress: Progress
+) -> StreamSet:
+    """Open a stream per device (at most ``limit`` connecting at once) and wait until all are up."""
+    streams = StreamSet(Arrivals(), progress)
+    progress.start("opening streams", len(devices))
+    gate = asyncio.Semaphore(limit)
+    for device in devices:
+        streams.tasks.append(asyncio.create_task(streams.follow(client, device, gate, len(devices))))
+    while not streams.all_open.is_set():
+        if streams.ended:
+            raise BenchError(f"{streams.ended} stream(s) ended before all were open")
+        try:
+            await asyncio.wait_for(streams.all_open.wait(), 0.2)
+        except TimeoutError:
+            continue
+    return streams
+
+
+async def close_streams(streams: StreamSet | None) -> None:
+    if streams is None:
+        return
+    for task in streams.tasks:
+        task.cancel()
+    await asyncio.gather(*streams.tasks, return_exceptions=True)
+
+
+# -- latency -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Round:
+    latencies_s: list[float]  # POST sent -> event out of the recipient's stream
+    posts_s: list[float]  # POST sent -> its 202 received
+    all_delivered_s: float
+    server_cpu_s: float
+    bench_cpu_s: float
+
+
+async def relay_round(
+    server: Server,
+    api: httpx.AsyncClient,
+    phone: Device,
+    computers: list[Device],
+    arrivals: Arrivals,
+    args: argparse.Namespace,
+    progress: Progress,
+    number: int,
+) -> Round:
+    """The phone relays one envelope to every computer; returns each delivery's latency."""
+    blobs = [
+        b64(seal(f"clipboard {number}/{i}".encode(), phone.secret_key, c.public_key))
+        for i, c in enumerate(computers)
+    ]
+    progress.start(f"round {number}: relaying to every stream", len(computers))
+    latencies: list[float] = [0.0] * len(computers)
+    posts: list[float] = [0.0] * len(computers)
+    last_arrival = 0.0
+    server_cpu, bench_cpu = server.cpu_s(), time.process_time()
+    gate = asyncio.Semaphore(args.concurrency)
+    first_post = time.perf_counter()
+
+    async def deliver(index: int) -> None:
+        nonlocal last_arrival
+        async with gate:
+            body = {"to": computers[index].device_id, "type": "clipboard", "blob": blobs[index]}
+            sent = time.perf_counter()
+            seq = int(expect(await api.post("/v1/envelopes", json=body, headers=phone.auth), 202)["seq"])
+            posts[index] = time.perf_counter() - sent
+        arrived = await arrivals.wait(seq, args.delivery_timeout)
+        latencies[index] = arrived - sent
+        last_arrival = max(last_arrival, arrived)
+        progress.done += 1
+
+    async with asyncio.TaskGroup() as group:
+        for index in range(len(computers)):
+            group.create_task(deliver(index))
+    server_cpu, bench_cpu = server.cpu_s() - server_cpu, time.process_time() - bench_cpu
+    return Round(latencies, posts, last_arrival - first_post, server_cpu, bench_cpu)
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    streams: int
+    rss_before_kb: int
+    rss_after_kb: int
+    fds_open: int
+    fd_limit: str
+    rounds: list[Round]
+
+    @property
+    def kb_per_stream(self) -> float:
+        return (self.rss_after_kb - self.rss_before_kb) / self.streams
+
+    @property
+    def latencies_ms(self) -> list[float]:
+        return sorted(s * 1000 for r in self.rounds for s in r.latencies_s)
+
+    @property
+    def posts_ms(self) -> list[float]:
+        return sorted(s * 1000 for r in self.rounds for s in r.posts_s)
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
+
+
+async def measure(server: Server, args: argparse.Namespace, progress: Progress) -> Result:
+    n: int = args.streams
+    api_limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
+    stream_limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    stream_timeout = httpx.Timeout(connect=30, read=None, write=30, pool=None)
+    async with (
+        httpx.AsyncClient(base_url=server.url, limits=api_limits, timeout=30) as api,
+        httpx.AsyncClient(base_url=server.url, limits=stream_limits, timeout=stream_timeout) as sse,
+    ):
+        progress.start("registering the phone", 1)
+        phone = await register_phone(api)
+        started = time.perf_counter()
+        computers = await pair_all(api, phone, n, args.concurrency, progress)
+        print(f"    paired {len(computers)} computers in {time.perf_counter() - started:.1f} s", flush=True)
+        await asyncio.sleep(args.settle)
+        rss_before = server.rss_kb()
+        streams: StreamSet | None = None
+        try:
+            started = time.perf_counter()
+            streams = await open_streams(sse, computers, args.open_concurrency, progress)
+            print(f"    {n} streams open in {time.perf_counter() - started:.1f} s", flush=True)
+            await asyncio.sleep(args.settle)
+            rss_after, fds = server.rss_kb(), server.open_fds()
+            rounds = []
+            for number in range(1, args.rounds + 1):
+                rounds.append(
+                    await relay_round(server, api, phone, computers, streams.arrivals, args, progress, number)
+                )
+                await asyncio.sleep(0.5)
+            if streams.ended:
+                raise BenchError(f"{streams.ended} stream(s) ended during the run")
+        finally:
+            progress.start("closing streams", n)
+            await close_streams(streams)
+    return Result(n, rss_before, rss_after, fds, server.fd_limit(), rounds)
+
+
+def report(result: Result, args: argparse.Namespace) -> bool:
+    """Print the summary table; True when both goals were met."""
+    latencies, posts = result.latencies_ms, result.posts_ms
+    p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
+    wall = sum(r.all_delivered_s for r in result.rounds)
+    server_cpu = sum(r.server_cpu_s for r in result.rounds) / wall
+    bench_cpu = sum(r.bench_cpu_s for r in result.rounds) / wall
+    slowest_all = max(r.all_delivered_s for r in result.rounds) * 1000
+    memory_ok = result.kb_per_stream < GOAL_KB_PER_STREAM
+    latency_ok = p99 < GOAL_P99_MS
+    rows = [
+        ("open streams", f"{result.streams}"),
+        ("server fds open / limit", f"{result.fds_open} / {result.fd_limit}"),
+        ("RSS, paired, no streams", f"{result.rss_before_kb / 1024:.1f} MiB"),
+        ("RSS, all streams open", f"{result.rss_after_kb / 1024:.1f} MiB"),
+        ("per open stream", f"{result.kb_per_stream:.1f} KB"),
+        (f"deliveries ({args.rounds} rounds)", f"{len(latencies)}"),
+        ("delivery latency p50", f"{p50:.1f} ms"),
+        ("delivery latency p99", f"{p99:.1f} ms"),
+        ("delivery latency max", f"{latencies[-1]:.1f} ms"),
+        ("POST 202 round trip p50/p99", f"{statistics.median(posts):.0f} / {percentile(posts, 0.99):.0f} ms"),
+        (
+            "all delivered, per round",
+            "  ".join(f"{r.all_delivered_s * 1000:.0f}" for r in result.rounds) + " ms",
+        ),
+        ("CPU in rounds: server/bench", f"{server_cpu:.0%} / {bench_cpu:.0%} of a core"),
+    ]
+    print()
+    for label, value in rows:
+        print(f"{label:<28} {value:>22}")
+    print()
+    print(f"goal: p99 delivery < {GOAL_P99_MS:.0f} ms: {'met' if latency_ok else 'MISSED'} ({p99:.1f} ms)")
+    print(
+        f"goal: < {GOAL_KB_PER_STREAM:.0f} KB per open stream: {'met' if memory_ok else 'MISSED'} "
+        f"({result.kb_per_stream:.1f} KB)"
+    )
+    print(f"(slowest round: all {result.streams} delivered {slowest_all:.0f} ms after its first post)")
+    return memory_ok and latency_ok
+
+
+def server_health(server: Server, was_alive: bool) -> None:
+    """Say how the server fared (called after stopping it): alive to the end, 5xx answers, tracebacks."""
+    state = "ran to the end" if was_alive else f"DIED before the end (exit {server.process.returncode})"
+    errors = server.count_in_stderr('" 5') + server.count_in_stderr("Traceback")
+    print(f"server: {state}; 5xx responses or tracebacks in its log: {errors}")
+    if errors or not was_alive:
+        print("--- server stderr (tail) ---")
+        print(server.stderr_tail())
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--streams", type=int, default=1000, help="computers paired, one open stream each")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of one envelope to every stream")
+    parser.add_argument(
+        "--concurrency", type=int, default=50, help="requests in flight while pairing/posting"
+    )
+    parser.add_argument("--open-concurrency", type=int, default=100, help="streams connecting at once")
+    parser.add_argument("--settle", type=float, default=1.0, help="seconds to wait before measuring RSS")
+    parser.add_argument("--delivery-timeout", type=float, default=10.0, help="seconds one delivery may take")
+    parser.add_argument("--deadline", type=float, default=120.0, help="seconds for the whole run")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir and server logs")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a goal is missed")
+    args = parser.parse_args(argv)
+    if min(args.streams, args.rounds, args.concurrency, args.open_concurrency) < 1 or args.deadline <= 0:
+        parser.error("streams, rounds, concurrencies and deadline must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    fd_limit = raise_fd_limit()
+    if fd_limit < args.streams * 2 + 100:
+        print(f"warning: open-file limit {fd_limit} may be too low for {args.streams} streams", flush=True)
+    work_dir = Path(tempfile.mkdtemp(prefix="relaybox-bench-"))
+    progress = Progress()
+    server: Server | None = None
+    outcome = 2  # the run failed unless it gets as far as the report
+    try:
+        server = start_server(args.streams, work_dir, fd_limit, min(30.0, args.deadline))
+        print(f"server pid {server.pid} at {server.url} (data in {work_dir})", flush=True)
+        remaining = args.deadline - (time.monotonic() - started)
+        result = asyncio.run(asyncio.wait_for(measure(server, args, progress), remaining))
+        met = report(result, args)
+        outcome = 1 if args.strict and not met else 0
+    except TimeoutError:
+        print(f"FAILED: deadline of {args.deadline:.0f} s reached during {progress.describe()}")
+    except (BenchError, httpx.HTTPError, ExceptionGroup) as exc:
+        print(f"FAILED during {progress.describe()}: {describe(exc)}")
+    finally:
+        if progress.errors:
+            print(f"{len(progress.errors)} error(s), first: {progress.errors[:3]}")
+        if server is not None:
+            alive = server.alive()
+            server.stop()
+            server_health(server, alive)
+        if args.keep:
+            print(f"kept {work_dir} (server log: {work_dir / 'logs'})")
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return outcome
+
+
+def describe(exc: BaseException) -> str:
+    """The first leaf of an exception group, or the exception itself."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    where = ""
+    if isinstance(exc, httpx.RequestError):
+        where = f" ({exc.request.method} {exc.request.url.path})"
+    return f"{type(exc).__name__}{where}: {exc!r}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

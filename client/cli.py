@@ -1,0 +1,413 @@
+"""The device-client commands of ``relaybox``: argparse wiring and output only.
+
+The work happens in ``client.phone`` and ``client.computer``. A later command (``relaybox tail``,
+``relaybox phone run``, ``relaybox phone connect``) keeps its logic in its own module and is
+registered here with ``command(...)`` on ``commands`` or on the ``phone`` group returned by
+``add_phone_commands``; ``guarded`` turns every ``ClientError`` into one ``error: code: message``
+line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from client import computer, phone
+from client.api import ApiError, TokenInfo
+from client.state import ClientError, DeviceState, Paired, Role, default_state_path
+from core.domain.safety import format_safety_number
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Run: TypeAlias = Callable[[argparse.Namespace], int]
+
+SERVER_ENV = "RELAYBOX_SERVER"
+DEFAULT_SERVER = "http://127.0.0.1:8787"
+PRIORITIES = ("min", "low", "default", "high", "urgent")
+SCOPES = ("phone:control",)
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+def add_commands(commands: Subcommands) -> None:
+    """Register the client subcommands (``phone …`` and ``pair``) on the ``relaybox`` parser."""
+    add_phone_commands(commands)
+    add_pair_command(commands)
+
+
+# Building blocks for every client command.
+
+
+def command(
+    parent: Subcommands, name: str, *, summary: str, description: str, run: Run
+) -> argparse.ArgumentParser:
+    """Add a leaf command whose errors are reported as one line (see ``guarded``)."""
+    parser = parent.add_parser(
+        name, help=summary, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.set_defaults(run=guarded(run))
+    return parser
+
+
+def group(parent: Subcommands, name: str, *, summary: str, description: str) -> Subcommands:
+    """Add a command group; running it without a subcommand is a usage error."""
+    parser = parent.add_parser(
+        name, help=summary, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    return parser.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
+
+
+def add_state_option(parser: argparse.ArgumentParser, role: Role) -> None:
+    parser.add_argument(
+        "--state",
+        type=Path,
+        metavar="PATH",
+        help=f"the {role}'s state file (default: $RELAYBOX_CLIENT_STATE_DIR/{role}.json, "
+        f"else ~/.config/relaybox/{role}.json)",
+    )
+
+
+def add_server_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        default=os.environ.get(SERVER_ENV) or DEFAULT_SERVER,
+        help=f"base URL of the relaybox server (default: ${SERVER_ENV}, else {DEFAULT_SERVER})",
+    )
+
+
+def state_path(args: argparse.Namespace, role: Role) -> Path:
+    given: Path | None = args.state
+    return given.expanduser() if given is not None else default_state_path(role)
+
+
+def guarded(run: Run) -> Run:
+    """Report ``ClientError``, file-system errors and Ctrl-C as one line on stderr, never a traceback."""
+
+    def guarded_run(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except ApiError as error:
+            return fail(error.code, error.message + _describe_details(error.details))
+        except ClientError as error:
+            return fail(error.code, error.message)
+        except OSError as error:
+            where = f" ({error.filename})" if error.filename else ""
+            return fail("os_error", f"{error.strerror or error}{where}")
+        except KeyboardInterrupt:
+            print(file=sys.stderr)  # end the line the terminal shows ^C on
+            fail("interrupted", "stopped before finishing")
+            return EXIT_INTERRUPTED
+
+    return guarded_run
+
+
+def fail(code: str, message: str) -> int:
+    one_line = " ".join(message.split())
+    print(f"error: {code}: {one_line}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _describe_details(details: Mapping[str, Any]) -> str:
+    """`` (name: too long)`` for validation errors, `` (max=50)`` for other details, else nothing."""
+    parts: list[str] = []
+    for key, value in details.items():
+        if key == "errors" and isinstance(value, list):
+            parts.extend(
+                f"{item.get('field', '?')}: {item.get('problem', 'invalid')}"
+                for item in value
+                if isinstance(item, dict)
+            )
+        else:
+            parts.append(f"{key}={json.dumps(value, separators=(',', ':'))}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+# relaybox phone …
+
+
+def add_phone_commands(commands: Subcommands) -> Subcommands:
+    """``relaybox phone``: the virtual phone. Returns the group so later commands can join it."""
+    phone_commands = group(
+        commands,
+        "phone",
+        summary="act as a (virtual) phone: register, confirm pairing codes, manage sender tokens",
+        description="The virtual phone: a stand-in for the relaybox phone app, keeping its keys and\n"
+        "device credential in a 0600 state file. Start with `relaybox phone register`.",
+    )
+
+    register = command(
+        phone_commands,
+        "register",
+        summary="register a new phone with the server (creates an account)",
+        description="Generate an X25519 key pair, register this phone with the server (which creates\n"
+        "a new account whose root device it is) and save the state file.",
+        run=_phone_register,
+    )
+    add_server_option(register)
+    register.add_argument(
+        "--name", default=phone.DEFAULT_NAME, help="the phone's name (default: %(default)s)"
+    )
+    register.add_argument(
+        "--app-build", type=_non_negative_int, metavar="N", help="app build number to report"
+    )
+    register.add_argument("--force", action="store_true", help="replace an existing phone state file")
+    add_state_option(register, "phone")
+
+    pair = command(
+        phone_commands,
+        "pair",
+        summary="confirm a pairing code shown by a computer",
+        description="Confirm the six-digit code that `relaybox pair` (or another computer) shows,\n"
+        "remember that computer, and print the safety number to compare with its screen.",
+        run=_phone_pair,
+    )
+    pair.add_argument("code", metavar="CODE", help="the six-digit pairing code")
+    add_state_option(pair, "phone")
+
+    show = command(
+        phone_commands,
+        "show",
+        summary="show this phone's id, name and paired devices",
+        description="Show the phone's device id, name, server and paired devices with their safety\n"
+        "numbers. Never shows the device credential or the secret key.",
+        run=_phone_show,
+    )
+    add_state_option(show, "phone")
+
+    add_token_commands(phone_commands)
+    return phone_commands
+
+
+def add_token_commands(phone_commands: Subcommands) -> None:
+    tokens = group(
+        phone_commands,
+        "tokens",
+        summary="create, list and revoke sender tokens",
+        description="Sender tokens let scripts send to this phone (POST /v1/send). Only the phone\n"
+        "creates and revokes them; the plaintext is shown once, at creation.",
+    )
+    create = command(
+        tokens,
+        "create",
+        summary="create a sender token and print it (shown once)",
+        description="Create a sender token. The token is printed alone on stdout, exactly once; the\n"
+        "server keeps only its hash.",
+        run=_tokens_create,
+    )
+    create.add_argument("--label", required=True, help="what the token is for, e.g. 'backup script'")
+    create.add_argument("--scope", choices=SCOPES, help="extra scope: phone:control (default: none)")
+    create.add_argument(
+        "--priority-cap",
+        choices=PRIORITIES,
+        metavar="P",
+        help=f"highest priority the token may send: {', '.join(PRIORITIES)} (default: urgent)",
+    )
+    add_state_option(create, "phone")
+
+    listing = command(
+        tokens,
+        "list",
+        summary="list the account's active sender tokens",
+        description="List the active sender tokens (id, label, scope, priority cap, dates); never\n"
+        "their plaintext.",
+        run=_tokens_list,
+    )
+    add_state_option(listing, "phone")
+
+    revoke = command(
+        tokens,
+        "revoke",
+        summary="revoke a sender token",
+        description="Revoke a sender token by id; requests made with it are refused from then on.",
+        run=_tokens_revoke,
+    )
+    revoke.add_argument("token_id", metavar="ID", help="the token's id (tok_...), as `tokens list` shows")
+    add_state_option(revoke, "phone")
+
+
+def _phone_register(args: argparse.Namespace) -> int:
+    path = state_path(args, "phone")
+    state = phone.register(
+        path, server=args.server, name=args.name, app_build=args.app_build, force=args.force
+    )
+    print(f"registered phone {state.device_id} ({state.name or 'unnamed'}) on {state.server}")
+    print(f"state saved to {path}")
+    print(
+        f"next: on the computer run `relaybox pair --server {state.server}`, then `relaybox phone pair CODE`"
+    )
+    return 0
+
+
+def _phone_pair(args: argparse.Namespace) -> int:
+    paired = phone.confirm_pairing(state_path(args, "phone"), args.code)
+    print(f"paired with {_peer_label(paired)} ({paired.peer.surface_kind})")
+    if paired.intent != "pair":
+        print(f"code intent: {paired.intent}")
+    _print_safety_number(paired.safety_number, "computer")
+    return 0
+
+
+def _phone_show(args: argparse.Namespace) -> int:
+    path = state_path(args, "phone")
+    state = phone.load(path)
+    print(f"device id: {state.device_id}")
+    print(f"name: {state.name or '(unnamed)'}")
+    print(f"server: {state.server}")
+    if state.account_id:
+        print(f"account id: {state.account_id}")
+    print(f"state file: {path}")
+    _print_peers(state)
+    return 0
+
+
+def _tokens_create(args: argparse.Namespace) -> int:
+    created = phone.create_token(
+        state_path(args, "phone"), label=args.label, scope=args.scope, priority_cap=args.priority_cap
+    )
+    info = created.info
+    # The note goes to stderr so that stdout is the token alone: `TOKEN=$(relaybox phone tokens create …)`.
+    print(
+        f"created sender token {info.id} (label {info.label!r}, scope {info.scope or '-'}, "
+        f"priority cap {info.priority_cap}); it is shown only this once, store it now:",
+        file=sys.stderr,
+        flush=True,
+    )
+    print(created.token, flush=True)
+    return 0
+
+
+def _tokens_list(args: argparse.Namespace) -> int:
+    tokens = phone.list_tokens(state_path(args, "phone"))
+    if not tokens:
+        print("no active sender tokens")
+        return 0
+    print(_table(["ID", "LABEL", "SCOPE", "CAP", "CREATED", "LAST USED"], [_token_row(t) for t in tokens]))
+    return 0
+
+
+def _tokens_revoke(args: argparse.Namespace) -> int:
+    revoked = phone.revoke_token(state_path(args, "phone"), args.token_id)
+    print(f"revoked sender token {revoked.id} ({revoked.label})")
+    return 0
+
+
+# relaybox pair
+
+
+def add_pair_command(commands: Subcommands) -> None:
+    pair = command(
+        commands,
+        "pair",
+        summary="pair this computer with your phone (shows a code to type into the phone)",
+        description="Pair this computer with your phone: generate a key pair, show a six-digit code,\n"
+        "wait until the phone confirms it, then show the safety number. Compare it with the\n"
+        "number on the phone; if they differ, a key was substituted and the pairing is unsafe.",
+        run=_pair,
+    )
+    add_server_option(pair)
+    pair.add_argument("--name", help="this computer's name as the phone lists it (default: the host name)")
+    pair.add_argument(
+        "--surface",
+        choices=computer.SURFACES,
+        default="cli",
+        help="what kind of computer client this is (default: %(default)s)",
+    )
+    pair.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=computer.DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help="give up after S seconds without a confirmation (default: %(default)g)",
+    )
+    pair.add_argument("--force", action="store_true", help="replace an already paired computer state file")
+    add_state_option(pair, "computer")
+
+
+def _pair(args: argparse.Namespace) -> int:
+    path = state_path(args, "computer")
+    name: str = args.name if args.name is not None else computer.default_name()
+    state = computer.start_pairing(
+        path, server=args.server, name=name, surface=args.surface, force=args.force
+    )
+    assert state.pending is not None
+    code = state.pending.code
+    expires = datetime.fromtimestamp(state.pending.expires_at, UTC).strftime("%H:%M:%S UTC")
+    print(f"pairing code: {code}")
+    print(f"type it into your phone: relaybox phone pair {code}")
+    print(f"waiting for the phone to confirm (the code expires at {expires}) ...", flush=True)
+    paired = computer.wait_for_pairing(path, timeout=args.timeout)
+    print(f"paired with {_peer_label(paired)}")
+    _print_safety_number(paired.safety_number, "phone")
+    return 0
+
+
+# Output helpers.
+
+
+def _peer_label(paired: Paired) -> str:
+    return paired.peer.name or paired.peer_id
+
+
+def _print_safety_number(number: str, other: str) -> None:
+    print(f"safety number: {format_safety_number(number)}")
+    print(f"compare it with the number on the {other}; if they differ, do not trust this pairing", flush=True)
+
+
+def _print_peers(state: DeviceState) -> None:
+    if not state.peers:
+        print("paired devices: none")
+        return
+    print("paired devices:")
+    for peer_id, peer in state.peers.items():
+        print(f"  {peer_id}  {peer.name or '(unnamed)'} ({peer.surface_kind})")
+        print(f"    safety number: {format_safety_number(state.safety_number_with(peer_id))}")
+
+
+def _token_row(token: TokenInfo) -> list[str]:
+    return [
+        token.id,
+        token.label,
+        token.scope or "-",
+        token.priority_cap,
+        _when(token.created_at),
+        _when(token.last_used_at) if token.last_used_at is not None else "never",
+    ]
+
+
+def _when(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value

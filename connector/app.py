@@ -1,0 +1,57 @@
+"""create_app(): THE composition root — one ASGI app serving /v1, and (later) /oauth and /mcp."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+
+from core.api import api_routes
+from core.api.errors import http_error_handler, relay_error_handler, unexpected_error_handler
+from core.bootstrap import build_core
+from core.context import Core
+from core.errors import RelayError
+from core.principal import Principal
+from core.services.maintenance import sweep_expired
+from core.settings import Settings
+
+log = logging.getLogger("relaybox")
+SWEEP_INTERVAL_S = 60
+
+
+def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
+    """Build the app for ``settings`` (read from the environment when omitted)."""
+    if core is None:
+        core = build_core(settings or Settings())
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with core, anyio.create_task_group() as tasks:
+            tasks.start_soon(_sweep_forever, core)
+            yield
+            tasks.cancel_scope.cancel()
+
+    app = Starlette(
+        routes=api_routes(core),
+        exception_handlers={
+            RelayError: relay_error_handler,
+            HTTPException: http_error_handler,
+            Exception: unexpected_error_handler,
+        },
+        lifespan=lifespan,
+    )
+    app.state.core = core
+    return app
+
+
+async def _sweep_forever(core: Core) -> None:
+    while True:
+        try:
+            await core.run(sweep_expired, Principal.system())
+        except Exception:
+            log.exception("expiry sweep failed; retrying next interval")
+        await anyio.sleep(SWEEP_INTERVAL_S)

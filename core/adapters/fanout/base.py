@@ -1,0 +1,29 @@
+"""The fan-out Protocol: publish a small message on a topic; every subscriber anywhere hears it.
+
+Used to wake waiters (open streams, long polls, consent pages) instead of polling the database.
+Messages are hints, never the only copy of data: a subscriber whose buffer overflowed is told
+(``Subscription.overflowed``) and catches up from the store.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+
+class Subscription(Protocol):
+    overflowed: bool
+
+    async def receive(self) -> tuple[str, str]:
+        """Wait for the next (topic, message)."""
+        ...
+
+    def receive_nowait(self) -> tuple[str, str] | None: ...
+
+
+class Fanout(Protocol):
+    async def publish(self, topic: str, message: str) -> None: ...
+
+    def subscribe(self, *topics: str) -> AbstractAsyncContextManager[Subscription]: ...
+
+    async def aclose(self) -> None: ...

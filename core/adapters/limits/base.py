@@ -1,0 +1,79 @@
+"""The rate-limiter Protocol: several layered limits checked and charged all-or-nothing.
+
+Rolling windows are exact sliding logs (the 60th request in any 60 s is the last allowed);
+calendar windows reset at the start of the UTC month. ``acquire`` charges every check only
+when all of them allow it, so a refused request never burns quota in another layer.
+"""
+
+from __future__ import annotations
+
+import calendar
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+
+class WindowKind(enum.Enum):
+    ROLLING = "rolling"
+    CALENDAR_MONTH = "month"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitCheck:
+    resource: str  # the layer's name, reported in X-RateLimit-Resource (token_burst, ip_minute, …)
+    key: str  # what is counted (a token id, an IP, an account)
+    limit: int
+    window_s: int = 60
+    kind: WindowKind = WindowKind.ROLLING
+
+    def bucket(self, now: float) -> tuple[str, float, float]:
+        """Storage key, the earliest time still counted, and when an entry charged now expires."""
+        if self.kind is WindowKind.CALENDAR_MONTH:
+            start, end = month_bounds(now)
+            return f"{self.resource}:{self.key}:{int(start)}", start, end
+        return f"{self.resource}:{self.key}", now - self.window_s, now + self.window_s
+
+
+@dataclass(frozen=True, slots=True)
+class LimitState:
+    resource: str
+    limit: int
+    remaining: int
+    reset_at: int  # epoch seconds when the window frees a slot (rolling) or restarts (calendar)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitDecision:
+    allowed: bool
+    binding: LimitState  # the refused layer, else the layer with the fewest remaining
+    retry_after: int = 0
+
+
+def month_bounds(now: float) -> tuple[float, float]:
+    moment = datetime.fromtimestamp(now, UTC)
+    start = datetime(moment.year, moment.month, 1, tzinfo=UTC)
+    days = calendar.monthrange(moment.year, moment.month)[1]
+    return start.timestamp(), start.timestamp() + days * 86_400
+
+
+def decide(states: list[tuple[LimitState, bool]], now: float) -> LimitDecision:
+    """Combine per-layer states into one decision (shared by every implementation)."""
+    refused = [state for state, ok in states if not ok]
+    if refused:
+        binding = min(refused, key=lambda s: s.reset_at)
+        return LimitDecision(False, binding, retry_after=max(1, binding.reset_at - int(now)))
+    binding = min((state for state, _ in states), key=lambda s: (s.remaining, s.reset_at))
+    return LimitDecision(True, binding)
+
+
+class RateLimiter(Protocol):
+    def acquire(self, checks: list[LimitCheck], now: float, *, cost: int = 1) -> LimitDecision:
+        """Charge ``cost`` to every check if all allow it; otherwise charge nothing."""
+        ...
+
+    def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
+        """The decision ``acquire`` would give, without charging."""
+        ...
+
+    def reset(self) -> None: ...

@@ -1,0 +1,65 @@
+"""In-process rate limiter: exact sliding logs in a dict, guarded by one lock."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+
+from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, WindowKind, decide
+
+
+class MemoryRateLimiter:
+    def __init__(self) -> None:
+        self._logs: dict[str, deque[float]] = {}
+        self._expiry: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._next_sweep = 0.0
+
+    def acquire(self, checks: list[LimitCheck], now: float, *, cost: int = 1) -> LimitDecision:
+        return self._evaluate(checks, now, cost, charge=True)
+
+    def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
+        return self._evaluate(checks, now, 1, charge=False)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._logs.clear()
+            self._expiry.clear()
+
+    def _evaluate(self, checks: list[LimitCheck], now: float, cost: int, *, charge: bool) -> LimitDecision:
+        with self._lock:
+            self._sweep(now)
+            states: list[tuple[LimitState, bool]] = []
+            logs: list[tuple[deque[float], float, str]] = []
+            for check in checks:
+                key, since, expires = check.bucket(now)
+                log = self._logs.setdefault(key, deque())
+                while log and log[0] <= since:
+                    log.popleft()
+                ok = len(log) + cost <= check.limit
+                used = len(log) + (cost if ok and charge else 0)
+                if check.kind is WindowKind.ROLLING:
+                    oldest = log[0] if log else now
+                    reset_at = math.ceil(oldest + check.window_s)
+                else:
+                    reset_at = math.ceil(expires)
+                states.append(
+                    (LimitState(check.resource, check.limit, max(0, check.limit - used), reset_at), ok)
+                )
+                logs.append((log, expires, key))
+            decision = decide(states, now)
+            if decision.allowed and charge:
+                for log, expires, key in logs:
+                    log.extend([now] * cost)
+                    self._expiry[key] = max(self._expiry.get(key, 0.0), expires)
+            return decision
+
+    def _sweep(self, now: float) -> None:
+        """Drop buckets whose every entry has expired, so idle keys do not accumulate."""
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + 60
+        for key in [k for k, at in self._expiry.items() if at <= now]:
+            self._expiry.pop(key, None)
+            self._logs.pop(key, None)

@@ -1,0 +1,77 @@
+"""The push Protocol: one way to wake or hand a message to one device.
+
+Three implementations sit beside this file: FCM (Android), web push (web apps) and the device's
+own open ``/v1/sync`` stream. The dispatcher picks one per device; an implementation only
+transports a ready ``PushMessage`` and reports how it went.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# The spec's limit on a push message's encoded data.
+PUSH_DATA_LIMIT = 4096
+# RFC 8030 push services take 4096-byte bodies; aes128gcm (RFC 8291 section 4) spends 86 bytes
+# on its header, 16 on the tag and 1 on the padding delimiter, leaving this much for the data.
+WEB_PUSH_DATA_LIMIT = 4096 - 86 - 16 - 1
+
+
+class PushOutcome(enum.Enum):
+    SENT = "sent"
+    UNREGISTERED = "unregistered"  # the far end says the registration is gone: clear it
+    FAILED = "failed"  # transient or configuration failure; best-effort, nothing retried
+    NO_ROUTE = "no_route"  # the device has no way to be reached by this sender
+
+
+@dataclass(frozen=True, slots=True)
+class WebPushSubscription:
+    endpoint: str
+    p256dh: str
+    auth: str
+
+
+@dataclass(frozen=True, slots=True)
+class PushTarget:
+    """Where one device can be reached. Built from the device row by the dispatcher."""
+
+    device_id: str
+    fcm_token: str | None = None
+    fcm_token_kind: str = "token"  # "token" (registration token) or "fid" (Firebase Installation ID)
+    web_push: WebPushSubscription | None = None
+
+    @property
+    def data_limit(self) -> int:
+        """The most encoded data a push to this device may carry."""
+        return PUSH_DATA_LIMIT if self.fcm_token or self.web_push is None else WEB_PUSH_DATA_LIMIT
+
+
+@dataclass(frozen=True, slots=True)
+class PushMessage:
+    """One message of the spec's push table: its ``type`` and cleartext fields, all strings.
+
+    ``fields`` keeps insertion order; ``data()`` is what goes on the wire (FCM data, web-push
+    JSON body, or a ``push`` event on the stream).
+    """
+
+    type: str
+    fields: dict[str, str] = field(default_factory=dict)
+    high_priority: bool = False
+    ttl_s: int = 86_400
+
+    def data(self) -> dict[str, str]:
+        return {"type": self.type, **self.fields}
+
+    def encoded_size(self) -> int:
+        """Size of the encoded data, checked against ``PUSH_DATA_LIMIT`` before sending."""
+        return len(json.dumps(self.data(), separators=(",", ":")).encode())
+
+
+class PushSender(Protocol):
+    """Transports one message to one device and says how it went. Never raises for delivery failures."""
+
+    async def send(self, target: PushTarget, message: PushMessage) -> PushOutcome: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,109 @@
+"""Device routes: a phone registers; a device reads, updates, proves and removes itself."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from starlette.responses import JSONResponse, Response
+
+from core.api.routing import Call, Endpoint
+from core.services import devices
+from core.services.auth import Accept
+
+
+async def register_device(call: Call) -> BaseModel:
+    return await call.core.run(
+        devices.register_phone, call.principal, body=call.body_as(devices.DeviceCreate)
+    )
+
+
+async def get_my_device(call: Call) -> BaseModel:
+    return await call.core.run(devices.get_own_device, call.principal)
+
+
+async def update_my_device(call: Call) -> BaseModel:
+    return await call.core.run(devices.update_device, call.principal, body=call.body_as(devices.DevicePatch))
+
+
+async def verify_push_registration(call: Call) -> BaseModel:
+    body = call.body_as(devices.RegistrationProof)
+    return await call.core.run(devices.verify_push_registration, call.principal, body=body)
+
+
+async def report_my_status(call: Call) -> Response:
+    result = await call.core.run(
+        devices.report_status, call.principal, body=call.body_as(devices.StatusReport)
+    )
+    if not result.accepted:
+        return Response(status_code=204)  # within 60 s of the last accepted report: dropped
+    return JSONResponse(result.model_dump(mode="json"), status_code=202)
+
+
+async def disconnect_my_device(call: Call) -> None:
+    await call.core.run(devices.disconnect_device, call.principal)
+
+
+ENDPOINTS = [
+    Endpoint(
+        "POST",
+        "/v1/devices",
+        register_device,
+        "Register a phone (creates its account)",
+        auth=None,
+        body=devices.DeviceCreate,
+        response=devices.DeviceRegistered,
+        status=201,
+        errors=("invalid_public_key", "rate_limit_exceeded"),
+        tag="devices",
+    ),
+    Endpoint(
+        "GET",
+        "/v1/devices/me",
+        get_my_device,
+        "The calling device",
+        auth=Accept.DEVICE,
+        response=devices.DeviceOut,
+        tag="devices",
+    ),
+    Endpoint(
+        "PATCH",
+        "/v1/devices/me",
+        update_my_device,
+        "Update name, app build or push registration",
+        auth=Accept.DEVICE,
+        body=devices.DevicePatch,
+        response=devices.DeviceOut,
+        tag="devices",
+    ),
+    Endpoint(
+        "POST",
+        "/v1/devices/me/push-registration",
+        verify_push_registration,
+        "Echo a reg_challenge to prove an FCM registration",
+        auth=Accept.DEVICE,
+        body=devices.RegistrationProof,
+        response=devices.DeviceOut,
+        errors=("invalid_registration",),
+        tag="devices",
+    ),
+    Endpoint(
+        "POST",
+        "/v1/devices/me/status",
+        report_my_status,
+        "Report battery, charging, ringer and network (one accepted per 60 s; extras get 204)",
+        auth=Accept.DEVICE,
+        body=devices.StatusReport,
+        response=devices.StatusAccepted,
+        status=202,
+        tag="devices",
+        extra={"also": {204: "Dropped: a report was accepted less than 60 s ago"}},
+    ),
+    Endpoint(
+        "DELETE",
+        "/v1/devices/me",
+        disconnect_my_device,
+        "Disconnect: unpair and drop keys, credential and push registration",
+        auth=Accept.DEVICE,
+        status=204,
+        tag="devices",
+    ),
+]

@@ -1,0 +1,53 @@
+"""Rendering the error catalogue for REST, once: the standard shape, the flat authentication shape,
+and 500 ``internal_error`` for anything unexpected (logged with a request id, never shown)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from core.errors import CATALOGUE, RelayError
+
+log = logging.getLogger("relaybox.api")
+
+
+def render(error: RelayError) -> JSONResponse:
+    headers = dict(error.headers)
+    if error.spec.flat:
+        body: dict[str, object] = {"error": error.code}
+        if error.message:
+            body["message"] = error.message
+        headers.setdefault("WWW-Authenticate", "Bearer")
+        return JSONResponse(body, status_code=error.status, headers=headers)
+    inner: dict[str, object] = {"code": error.code, "message": error.message}
+    if error.details:
+        inner["details"] = error.details
+    return JSONResponse({"error": inner}, status_code=error.status, headers=headers)
+
+
+async def relay_error_handler(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RelayError)
+    return render(exc)
+
+
+async def http_error_handler(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return Response(status_code=404)  # plain, bodiless: an unknown route says nothing more
+    if exc.status_code == 405:
+        return render(RelayError("method_not_allowed", headers=dict(exc.headers or {})))
+    return Response(status_code=exc.status_code, headers=exc.headers)
+
+
+async def unexpected_error_handler(_request: Request, exc: Exception) -> Response:
+    request_id = secrets.token_hex(8)
+    log.error("unexpected error (request id %s): %s", request_id, type(exc).__name__, exc_info=exc)
+    spec = CATALOGUE["internal_error"]
+    body = {
+        "error": {"code": "internal_error", "message": spec.message, "details": {"request_id": request_id}}
+    }
+    return JSONResponse(body, status_code=500)

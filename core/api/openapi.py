@@ -1,0 +1,117 @@
+"""The OpenAPI 3.1 document, built from the same Endpoint declarations that build the routes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from core.api.routing import Endpoint
+from core.errors import CATALOGUE
+
+API_VERSION = "1.1.0"
+PATH_PARAM = re.compile(r"{(\w+)}")
+BODY_ERRORS = ("invalid_json", "invalid_body", "body_too_large", "unsupported_content_type")
+AUTH_ERRORS = ("missing_token", "invalid_token")
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class ErrorBody(BaseModel):
+    """Standard error shape."""
+
+    error: ErrorDetail
+
+
+class FlatErrorBody(BaseModel):
+    """Authentication failures: ``{error, message?}``."""
+
+    error: Literal["missing_token", "invalid_token"]
+    message: str | None = None
+
+
+def build_openapi(endpoints: list[Endpoint], *, server_url: str) -> dict[str, Any]:
+    wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (ErrorBody, "serialization"),
+        (FlatErrorBody, "serialization"),
+    ]
+    for endpoint in endpoints:
+        if endpoint.body:
+            wanted.append((endpoint.body, "validation"))
+        if endpoint.response:
+            wanted.append((endpoint.response, "serialization"))
+    refs, schema = models_json_schema(
+        list(dict.fromkeys(wanted)), ref_template="#/components/schemas/{model}"
+    )
+
+    paths: dict[str, dict[str, Any]] = {}
+    for endpoint in endpoints:
+        paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = _operation(endpoint, refs)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "relaybox", "version": API_VERSION},
+        "servers": [{"url": server_url}],
+        "paths": paths,
+        "components": {
+            "schemas": schema.get("$defs", {}),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any]) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "operationId": endpoint.operation_id,
+        "summary": endpoint.summary,
+        "tags": [endpoint.tag],
+    }
+    if endpoint.description:
+        operation["description"] = endpoint.description
+    params = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string", "maxLength": 128}}
+        for name in PATH_PARAM.findall(endpoint.path)
+    ]
+    params += endpoint.extra.get("query", [])
+    if params:
+        operation["parameters"] = params
+    if endpoint.auth is not None:
+        operation["security"] = [{"bearer": []}]
+    if endpoint.body:
+        body_ref = refs[(endpoint.body, "validation")]
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body_ref}}}
+
+    responses: dict[str, Any] = {}
+    success: dict[str, Any] = {"description": endpoint.summary}
+    if "content_type" in endpoint.extra:
+        success["content"] = {endpoint.extra["content_type"]: {"schema": {"type": "string"}}}
+    if endpoint.response:
+        success["content"] = {"application/json": {"schema": refs[(endpoint.response, "serialization")]}}
+    responses[str(endpoint.status)] = success
+    for status, text in endpoint.extra.get("also", {}).items():
+        responses[str(status)] = {"description": text}
+
+    codes = list(endpoint.errors)
+    if endpoint.auth is not None:
+        codes += AUTH_ERRORS
+    if endpoint.body:
+        codes += BODY_ERRORS
+    by_status: dict[int, list[str]] = {}
+    for code in dict.fromkeys(codes):
+        by_status.setdefault(CATALOGUE[code].status, []).append(code)
+    by_status.setdefault(500, []).append("internal_error")
+    for status, group in sorted(by_status.items()):
+        flat = all(CATALOGUE[code].flat for code in group)
+        ref = refs[(FlatErrorBody if flat else ErrorBody, "serialization")]
+        responses[str(status)] = {
+            "description": "Error codes: " + ", ".join(group),
+            "content": {"application/json": {"schema": ref}},
+        }
+    operation["responses"] = responses
+    return operation

@@ -1,0 +1,91 @@
+"""Relay routes: post an envelope for a paired device; follow the device's queue as SSE."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from pydantic import BaseModel
+from starlette.responses import StreamingResponse
+
+from core.api.routing import Call, Endpoint
+from core.errors import RelayError
+from core.services import relay
+from core.services.auth import Accept
+from core.services.stream import KEEPALIVE, follow_queue
+
+EVENT_NAMES = {"push": "push", "token_update": "token_update"}
+
+
+async def post_envelope(call: Call) -> BaseModel:
+    return await call.core.run(relay.relay_envelope, call.principal, body=call.body_as(relay.EnvelopeCreate))
+
+
+async def sync(call: Call) -> StreamingResponse:
+    after = replay_point(call.request.query_params.get("since_id"), call.request.headers.get("last-event-id"))
+    call.principal.require_device()
+    frames = sse_frames(follow_queue(call.core, call.principal, after=after))
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+
+
+def replay_point(since_id: str | None, last_event_id: str | None) -> int:
+    """``since_id`` wins over ``Last-Event-ID``; neither means everything still queued."""
+    raw = since_id if since_id is not None else last_event_id
+    if raw is None:
+        return 0
+    if not raw.isdigit() or len(raw) > 19:
+        raise RelayError("invalid_since_id")
+    return int(raw)
+
+
+async def sse_frames(items: AsyncIterator[relay.QueueItem | str]) -> AsyncIterator[str]:
+    yield ": relaybox stream\n\n"
+    async for item in items:
+        if item == KEEPALIVE or not isinstance(item, relay.QueueItem):
+            yield ": keep-alive\n\n"
+            continue
+        event = EVENT_NAMES.get(item.type, "envelope")
+        if item.type == "push":
+            data = json.dumps({"seq": item.seq, **json.loads(item.blob)}, separators=(",", ":"))
+        else:
+            data = item.model_dump_json(by_alias=True)
+        yield f"id: {item.seq}\nevent: {event}\ndata: {data}\n\n"
+
+
+SINCE_ID = {"name": "since_id", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}}
+
+ENDPOINTS = [
+    Endpoint(
+        "POST",
+        "/v1/envelopes",
+        post_envelope,
+        "Relay an encrypted envelope to a paired device",
+        auth=Accept.DEVICE,
+        body=relay.EnvelopeCreate,
+        response=relay.EnvelopeAccepted,
+        status=202,
+        errors=(
+            "invalid_blob",
+            "invalid_envelope_type",
+            "envelope_too_large",
+            "feature_disabled",
+            "not_found",
+        ),
+        tag="relay",
+    ),
+    Endpoint(
+        "GET",
+        "/v1/sync",
+        sync,
+        "The device's event stream (server-sent events; replay with since_id)",
+        auth=Accept.DEVICE,
+        errors=("invalid_since_id",),
+        tag="relay",
+        description=(
+            "Frames: `id: <seq>`, `event: envelope|push|token_update`, `data: <json>`; a comment line "
+            "every 15 s keeps the connection alive. Replay from `since_id` or the `Last-Event-ID` header."
+        ),
+        extra={"query": [SINCE_ID], "content_type": "text/event-stream"},
+    ),
+]

@@ -1,0 +1,131 @@
+"""Declaring a ``/v1`` route once: its handler, auth, body and response models, and error codes.
+
+The same declaration builds the Starlette route and its OpenAPI operation, so the two cannot
+drift. A handler receives a ``Call`` (core, principal, parsed body, path params, client IP) and
+returns a pydantic model or a ready Response; it contains no rules of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from core.context import Core
+from core.errors import RelayError
+from core.principal import Principal
+from core.services.auth import Accept, authenticate, bearer_from_header
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Call:
+    request: Request
+    core: Core
+    principal: Principal
+    body: BaseModel | None
+    path: dict[str, str]
+    ip: str
+
+    def body_as(self, model: type[M]) -> M:
+        assert isinstance(self.body, model)
+        return self.body
+
+
+Handler = Callable[[Call], Awaitable[BaseModel | Response | None]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    auth: Accept | None
+    body: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    status: int = 200
+    errors: tuple[str, ...] = ()
+    tag: str = "relaybox"
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def operation_id(self) -> str:
+        return self.handler.__name__
+
+    def route(self, core: Core) -> Route:
+        async def asgi_endpoint(request: Request) -> Response:
+            return await self.serve(core, request)
+
+        return Route(self.path, asgi_endpoint, methods=[self.method], name=self.operation_id)
+
+    async def serve(self, core: Core, request: Request) -> Response:
+        ip = client_ip(request)
+        principal = Principal.anonymous(ip)
+        if self.auth is not None:
+            token = bearer_from_header(request.headers.get("authorization"))
+            principal = await core.run(authenticate, principal, token=token, accept=self.auth)
+        body = await read_model(request, self.body, core.settings.max_body_bytes) if self.body else None
+        call = Call(request, core, principal, body, dict(request.path_params), ip)
+        result = await self.handler(call)
+        if isinstance(result, Response):
+            return result
+        if result is None:
+            return Response(status_code=self.status)
+        return JSONResponse(result.model_dump(mode="json", exclude_none=True), status_code=self.status)
+
+
+def client_ip(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refused with 413 before it is read whole when it is larger than ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise RelayError("invalid_body", "Content-Length is not a number.")
+        if int(declared) > limit:
+            raise RelayError("body_too_large", details={"max": limit})
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RelayError("body_too_large", details={"max": limit})
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_model(request: Request, model: type[M], limit: int) -> M:
+    """Parse a JSON body into ``model``: 415 for another content type, 400 for bad JSON or fields."""
+    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise RelayError("unsupported_content_type")
+    raw = await read_body(request, limit)
+    try:
+        data = json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RelayError("invalid_json") from exc
+    return validate_model(model, data)
+
+
+def validate_model(model: type[M], data: Any) -> M:
+    if not isinstance(data, dict):
+        raise RelayError("invalid_body", "The body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            {"field": ".".join(str(part) for part in error["loc"]) or "(body)", "problem": error["msg"]}
+            for error in exc.errors(include_url=False, include_input=False)
+        ]
+        raise RelayError("invalid_body", details={"errors": problems[:20]}) from exc

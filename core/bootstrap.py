@@ -1,0 +1,60 @@
+"""build_core(settings): the only place that picks concrete adapters."""
+
+from __future__ import annotations
+
+from core.adapters.fanout.memory import MemoryFanout
+from core.adapters.limits.memory import MemoryRateLimiter
+from core.adapters.push.base import PushSender
+from core.adapters.push.router import PushRouter
+from core.clock import Clock, SystemClock
+from core.context import Core
+from core.principal import Principal
+from core.server_keys import load_server_keys
+from core.services.devices import forget_push_registration
+from core.settings import Settings
+from core.store import migrate
+from core.store.database import make_engine
+
+
+def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
+    """Assemble a Core for ``settings``; migrates the database when ``migrate_on_start`` is set."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.effective_database_url)
+    if settings.migrate_on_start:
+        migrate.upgrade(engine)
+    push = PushRouter(fcm=_fcm(settings), webpush=_webpush(settings))
+    core = Core(
+        settings=settings,
+        engine=engine,
+        clock=clock or SystemClock(),
+        keys=load_server_keys(settings),
+        limiter=MemoryRateLimiter(),
+        fanout=MemoryFanout(),
+        push=push,
+    )
+
+    async def forget_registration(device_id: str) -> None:
+        await core.run(forget_push_registration, Principal.system(), device_id=device_id)
+
+    push.on_unregistered = forget_registration
+    return core
+
+
+def _fcm(settings: Settings) -> PushSender | None:
+    if settings.fcm_credentials_file is None:
+        return None
+    from core.adapters.push.fcm import FcmPush  # imported only when configured: an optional extra
+
+    return FcmPush(settings.fcm_credentials_file, fcm_url=settings.fcm_url, timeout_s=settings.push_timeout_s)
+
+
+def _webpush(settings: Settings) -> PushSender | None:
+    if settings.vapid_private_key is None:
+        return None
+    from core.adapters.push.webpush import WebPushSender
+
+    return WebPushSender(
+        settings.vapid_private_key.get_secret_value(),
+        settings.vapid_subject,
+        timeout_s=settings.push_timeout_s,
+    )

@@ -1,0 +1,155 @@
+"""The Core: settings, storage, clock and adapters, and ``Core.run`` — how every door calls an operation.
+
+An operation is either
+- a plain function ``op(tx, principal, **kw)``: it runs on a worker thread inside one database
+  transaction (``Tx``); events it emits are acted on after the commit; or
+- an ``async def op(core, principal, **kw)`` for operations that wait (long polls); it composes
+  plain operations through ``core.run`` and never holds a transaction while it waits.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+
+import anyio
+from anyio.abc import TaskGroup
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from core.adapters.fanout.base import Fanout
+from core.adapters.limits.base import RateLimiter
+from core.adapters.push.base import PushTarget
+from core.adapters.push.router import PushRouter
+from core.clock import Clock
+from core.events import DeviceRevoked, EnvelopeQueued, Event, Published, PushRequested, device_topic
+from core.principal import Principal
+from core.server_keys import ServerKeys
+from core.settings import Settings
+from core.store.database import session_scope
+
+log = logging.getLogger("relaybox.core")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass
+class Tx:
+    """One operation's view of the Core: a session inside one transaction, plus what it may use."""
+
+    session: Session
+    settings: Settings
+    clock: Clock
+    keys: ServerKeys
+    limiter: RateLimiter
+    push_available: Callable[[PushTarget], bool]
+    events: list[Event] = field(default_factory=list)
+
+    def now(self) -> int:
+        return int(self.clock.now())
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+
+SyncOp = Callable[Concatenate[Tx, Principal, P], T]
+AsyncOp = Callable[Concatenate["Core", Principal, P], Awaitable[T]]
+
+
+class Core:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        engine: Engine,
+        clock: Clock,
+        keys: ServerKeys,
+        limiter: RateLimiter,
+        fanout: Fanout,
+        push: PushRouter,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.clock = clock
+        self.keys = keys
+        self.limiter = limiter
+        self.fanout = fanout
+        self.push = push
+        self._tasks: TaskGroup | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> Core:
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._tasks is not None
+        self._tasks.cancel_scope.cancel()
+        await self._tasks.__aexit__(None, None, None)
+        self._tasks = None
+        await self.push.aclose()
+        await self.fanout.aclose()
+        self.engine.dispose()
+
+    # -- running operations ----------------------------------------------------------------
+    @overload
+    async def run(self, op: AsyncOp[P, T], principal: Principal, /, *args: P.args, **kw: P.kwargs) -> T: ...
+
+    @overload
+    async def run(self, op: SyncOp[P, T], principal: Principal, /, *args: P.args, **kw: P.kwargs) -> T: ...
+
+    async def run(self, op: Any, principal: Principal, /, *args: Any, **kw: Any) -> Any:
+        if inspect.iscoroutinefunction(op):
+            return await op(self, principal, *args, **kw)
+        result, events = await anyio.to_thread.run_sync(
+            functools.partial(self._run_in_transaction, op, principal, args, kw)
+        )
+        await self._after_commit(events)
+        return result
+
+    def run_sync(self, op: SyncOp[P, T], principal: Principal, /, *args: P.args, **kw: P.kwargs) -> T:
+        """Run a plain operation from synchronous code (CLI, maintenance); events are only published
+        when the Core is running inside an event loop, which synchronous callers are not."""
+        result, _events = self._run_in_transaction(op, principal, args, kw)
+        return result
+
+    def _run_in_transaction(
+        self, op: Callable[..., T], principal: Principal, args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> tuple[T, list[Event]]:
+        with session_scope(self.engine) as session:
+            tx = Tx(session, self.settings, self.clock, self.keys, self.limiter, self.push.can_reach)
+            result = op(tx, principal, *args, **kw)
+        return result, tx.events
+
+    # -- after commit ----------------------------------------------------------------------
+    async def _after_commit(self, events: list[Event]) -> None:
+        for event in events:
+            if isinstance(event, EnvelopeQueued):
+                message = json.dumps({"seq": event.seq})
+                await self.fanout.publish(device_topic(event.recipient_device_id), message)
+            elif isinstance(event, DeviceRevoked):
+                await self.fanout.publish(device_topic(event.device_id), json.dumps({"revoked": True}))
+            elif isinstance(event, Published):
+                await self.fanout.publish(event.topic, event.message)
+            elif isinstance(event, PushRequested):
+                self.spawn(self._push, event)
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``fn`` in the background, off the request path; without a running Core it runs inline."""
+        if self._tasks is None:
+            log.warning("core not started; background work dropped")
+            return
+        self._tasks.start_soon(fn, *args)
+
+    async def _push(self, event: PushRequested) -> None:
+        try:
+            await self.push.send(event.target, event.message)
+        except Exception:
+            log.exception("push failed unexpectedly", extra={"push_type": event.message.type})

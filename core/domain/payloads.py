@@ -1,0 +1,70 @@
+"""Server-composed payloads: the plaintext inside envelopes from sender ``server``.
+
+Field order is part of the contract (both platforms serialize byte-identically), so each builder
+returns a dict whose insertion order is the documented order, and ``encode`` writes compact JSON.
+Optional fields are omitted when absent, never sent as null. ``docs/protocol.md`` lists them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.domain.canonical import canonical_json
+from core.domain.notification import Notification
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSummary:
+    token_id: str
+    label: str
+    scope: str | None
+    priority_cap: str
+    created_at: int
+
+
+def token_update(tokens: list[TokenSummary], *, at: int) -> dict[str, Any]:
+    """The account's active sender tokens after a create or revoke (never a token's plaintext)."""
+    return {
+        "type": "token_update",
+        "at": at,
+        "tokens": [
+            _without_none(
+                {
+                    "id": t.token_id,
+                    "label": t.label,
+                    "scope": t.scope,
+                    "priority_cap": t.priority_cap,
+                    "created_at": t.created_at,
+                }
+            )
+            for t in tokens
+        ],
+    }
+
+
+def notification(note: Notification, *, msg_id: str, sent_at: int) -> dict[str, Any]:
+    """A server-composed notification (send API, shim, connector)."""
+    return _without_none(
+        {
+            "type": "notification",
+            "id": msg_id,
+            "sent_at": sent_at,
+            "title": note.title,
+            "message": note.message,
+            "priority": note.priority,
+            "tags": list(note.tags) or None,
+            "url": note.url,
+            "url_title": note.url_title,
+            "actions": [{"label": a.label, "url": a.url} for a in note.actions] or None,
+            "markdown": True if note.markdown else None,
+        }
+    )
+
+
+def encode(payload: dict[str, Any]) -> bytes:
+    return canonical_json(payload)
+
+
+def _without_none(fields: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}

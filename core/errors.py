@@ -1,0 +1,99 @@
+"""The one error catalogue: a stable code, its HTTP status and a default message.
+
+REST renders these once (``core.api.errors``), the connector once (tool errors). Services raise
+``RelayError`` with a catalogue code; nothing else decides a status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorSpec:
+    status: int
+    message: str
+    flat: bool = False  # authentication failures use the flat shape {error, message?}
+
+
+CATALOGUE: dict[str, ErrorSpec] = {
+    # Authentication layer (flat shape).
+    "missing_token": ErrorSpec(401, "Send the token as 'Authorization: Bearer <token>'.", flat=True),
+    "invalid_token": ErrorSpec(401, "", flat=True),
+    # Generic request problems.
+    "invalid_json": ErrorSpec(400, "The body is not valid JSON."),
+    "invalid_body": ErrorSpec(400, "The body does not match the expected fields."),
+    "unsupported_content_type": ErrorSpec(415, "Send the body as application/json."),
+    "method_not_allowed": ErrorSpec(405, "This route does not take that method."),
+    "body_too_large": ErrorSpec(413, "The body is larger than this route accepts."),
+    "invalid_id": ErrorSpec(400, "The id is not well-formed."),
+    "invalid_public_key": ErrorSpec(400, "public_key must be standard base64 of 32 bytes."),
+    # Pairing.
+    "invalid_code": ErrorSpec(400, "The pairing code is wrong, expired or already used."),
+    "pairing_expired": ErrorSpec(
+        410, "The pairing code expired or was never confirmed; start pairing again."
+    ),
+    "too_many_attempts": ErrorSpec(429, "Too many wrong pairing codes; wait before trying again."),
+    "not_a_phone": ErrorSpec(403, "Only the phone can do this."),
+    "already_registered": ErrorSpec(409, "This device is already registered."),
+    "invalid_registration": ErrorSpec(400, "The push registration challenge does not match."),
+    # Relay and streams.
+    "invalid_blob": ErrorSpec(400, "blob must be standard base64 of an envelope v1 (at least 41 bytes)."),
+    "invalid_envelope_type": ErrorSpec(400, "type is not an envelope type this server relays."),
+    "envelope_too_large": ErrorSpec(413, "The envelope is larger than this server relays."),
+    "feature_disabled": ErrorSpec(403, "This feature is turned off on this server."),
+    "invalid_since_id": ErrorSpec(400, "since_id and Last-Event-ID must be a non-negative integer."),
+    # Sending.
+    "invalid_message": ErrorSpec(400, "message is required: 1-1500 bytes of text."),
+    "message_too_long": ErrorSpec(400, "message is longer than 1500 bytes."),
+    "invalid_title": ErrorSpec(400, "title must be 1-100 bytes of text."),
+    "invalid_url": ErrorSpec(400, "url must be an http or https URL of at most 512 bytes."),
+    "invalid_url_title": ErrorSpec(400, "url_title must be 1-100 bytes of text."),
+    "invalid_action": ErrorSpec(400, "actions must be at most 3 {label, url}."),
+    "invalid_tags": ErrorSpec(400, "tags must be a list of text or a comma list."),
+    "invalid_markdown": ErrorSpec(400, "markdown must be true or false."),
+    "invalid_ttl": ErrorSpec(400, "ttl must be a number of seconds."),
+    "invalid_device": ErrorSpec(400, "device must be a name, an id, or a comma list."),
+    "payload_too_large": ErrorSpec(413, "The notification is larger than 2048 bytes once serialized."),
+    "priority_emergency_unsupported": ErrorSpec(400, "Emergency priority (2) is not supported."),
+    # Tokens and scopes.
+    "invalid_scope": ErrorSpec(400, "That scope cannot be held by a sender token."),
+    "invalid_priority": ErrorSpec(400, "priority must be one of min, low, default, high, urgent."),
+    "priority_capped": ErrorSpec(403, "The requested priority is above this token's priority cap."),
+    "insufficient_scope": ErrorSpec(403, "The credential lacks the scope this operation needs."),
+    "forbidden": ErrorSpec(403, "This credential cannot use this route."),
+    "limit_reached": ErrorSpec(409, "The account holds as many of these as it may."),
+    # Lookups and state.
+    "not_found": ErrorSpec(404, "Not found."),
+    "no_phone_device": ErrorSpec(409, "The account has no paired phone."),
+    # Limits.
+    "rate_limit_exceeded": ErrorSpec(429, "Rate limit exceeded."),
+    # Anything unexpected.
+    "internal_error": ErrorSpec(500, "Something went wrong on our side."),
+}
+
+
+class RelayError(Exception):
+    """A failure with a stable catalogue code; the only exception a service raises on purpose."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str | None = None,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if code not in CATALOGUE:
+            raise KeyError(f"unknown error code {code!r}")
+        self.code = code
+        self.spec = CATALOGUE[code]
+        self.message = message if message is not None else self.spec.message
+        self.details = details
+        self.headers = headers or {}
+        super().__init__(f"{code}: {self.message}")
+
+    @property
+    def status(self) -> int:
+        return self.spec.status

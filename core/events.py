@@ -1,0 +1,45 @@
+"""Events an operation emits inside its transaction; the Core acts on them after commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.adapters.push.base import PushMessage, PushTarget
+
+
+@dataclass(frozen=True, slots=True)
+class EnvelopeQueued:
+    """A blob was appended to a device's queue: wake its open streams."""
+
+    recipient_device_id: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class PushRequested:
+    """Send this push message to the device, off the request path, best-effort."""
+
+    target: PushTarget
+    message: PushMessage
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRevoked:
+    """The device's credential no longer works: close its streams at once."""
+
+    device_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A plain fan-out message (interaction answered, consent confirmed, …)."""
+
+    topic: str
+    message: str
+
+
+Event = EnvelopeQueued | PushRequested | DeviceRevoked | Published
+
+
+def device_topic(device_id: str) -> str:
+    return f"device:{device_id}"

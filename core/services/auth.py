@@ -1,0 +1,88 @@
+"""Authentication: a bearer credential becomes a Principal, before any body is parsed.
+
+Failures use the flat shape: 401 ``missing_token`` (no ``Authorization: Bearer``) or 401
+``invalid_token`` (wrong format, unknown, or revoked). Lookups go by SHA-256 digest and the
+stored digest is compared again in constant time.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from sqlmodel import col, select
+
+from core.context import Tx
+from core.domain.secrets import digest, digests_match, is_device_credential, is_sender_token
+from core.errors import RelayError
+from core.principal import Principal, PrincipalKind
+from core.store.tables import Device, PairingCode, SenderToken
+
+LAST_SEEN_GRANULARITY_S = 60
+
+
+class Accept(enum.Flag):
+    SENDER_TOKEN = enum.auto()
+    DEVICE = enum.auto()
+    PENDING_DEVICE = enum.auto()
+
+
+def bearer_from_header(header: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header, or ``missing_token``."""
+    if not header:
+        raise RelayError("missing_token")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise RelayError("missing_token")
+    return token.strip()
+
+
+def authenticate(tx: Tx, principal: Principal, *, token: str, accept: Accept) -> Principal:
+    """Resolve ``token`` to the principal it stands for (``principal`` is the anonymous caller)."""
+    assert principal.kind is PrincipalKind.ANONYMOUS
+    if Accept.SENDER_TOKEN in accept and is_sender_token(token):
+        return _sender_token(tx, token)
+    if (Accept.DEVICE | Accept.PENDING_DEVICE) & accept and is_device_credential(token):
+        return _device(tx, token, allow_pending=Accept.PENDING_DEVICE in accept)
+    raise RelayError("invalid_token")
+
+
+def _sender_token(tx: Tx, token: str) -> Principal:
+    wanted = digest(token)
+    row = tx.session.exec(select(SenderToken).where(col(SenderToken.token_hash) == wanted)).first()
+    if row is None or row.revoked_at is not None or not digests_match(row.token_hash, wanted):
+        raise RelayError("invalid_token")
+    now = tx.now()
+    if row.last_used_at is None or now - row.last_used_at >= LAST_SEEN_GRANULARITY_S:
+        row.last_used_at = now
+        tx.session.add(row)
+    return Principal.sender_token(
+        account_id=row.account_id,
+        token_id=row.token_id,
+        label=row.label,
+        scope=row.scope,
+        priority_cap=row.priority_cap,
+    )
+
+
+def _device(tx: Tx, token: str, *, allow_pending: bool) -> Principal:
+    wanted = digest(token)
+    device = tx.session.exec(select(Device).where(col(Device.credential_hash) == wanted)).first()
+    if device is not None and digests_match(device.credential_hash, wanted):
+        now = tx.now()
+        if device.last_seen_at is None or now - device.last_seen_at >= LAST_SEEN_GRANULARITY_S:
+            device.last_seen_at = now
+            tx.session.add(device)
+        return Principal.device(
+            account_id=device.account_id, device_id=device.device_id, surface_kind=device.surface_kind
+        )
+    if allow_pending:
+        code = tx.session.exec(select(PairingCode).where(col(PairingCode.credential_hash) == wanted)).first()
+        if code is not None and digests_match(code.credential_hash, wanted):
+            return Principal(
+                kind=PrincipalKind.DEVICE,
+                account_id="",
+                device_id=code.device_id,
+                surface_kind=code.surface_kind,
+                pending=True,
+            )
+    raise RelayError("invalid_token")

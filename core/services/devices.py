@@ -1,0 +1,327 @@
+"""Devices: a phone registers (creating its account), devices update themselves, report status,
+prove FCM registrations, and disconnect."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import delete, or_
+from sqlmodel import col, select
+
+from core.adapters.limits.base import LimitCheck
+from core.adapters.push.base import PushMessage, PushTarget
+from core.context import Tx
+from core.domain.keys import InvalidPublicKey, decode_public_key
+from core.domain.secrets import digest, digests_match, new_device_credential, new_prefixed_id, new_uuid
+from core.errors import RelayError
+from core.events import DeviceRevoked
+from core.principal import Principal
+from core.services.delivery import push_target, request_push
+from core.store.tables import (
+    Account,
+    Device,
+    Pair,
+    QueuedEnvelope,
+    RegistrationChallenge,
+    WebPushSubscriptionRow,
+)
+
+DeviceType = Literal["extension", "android"]
+SurfaceKind = Literal["phone", "extension", "pwa", "cli", "desktop"]
+Name = Field(default="", max_length=64)
+
+
+class WebPushIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    endpoint: str = Field(min_length=8, max_length=2048)
+    p256dh: str = Field(min_length=1, max_length=128)
+    auth: str = Field(min_length=1, max_length=64)
+
+
+class DeviceCreate(BaseModel):
+    """A phone registering itself; this creates its account."""
+
+    model_config = ConfigDict(extra="forbid")
+    public_key: str = Field(max_length=128)
+    device_type: DeviceType = "android"
+    surface_kind: Literal["phone"] = "phone"
+    name: str = Name
+    fcm_token: str | None = Field(default=None, min_length=1, max_length=4096)
+    fcm_token_kind: Literal["token", "fid"] = "token"
+    web_push: WebPushIn | None = None
+    app_build: int | None = Field(default=None, ge=0, le=2**31 - 1)
+
+
+class DeviceRegistered(BaseModel):
+    device_id: str
+    device_token: str
+    account_id: str
+    server_public_key: str
+    registration_id: str | None = Field(
+        default=None, description="Set when an FCM token awaits its reg_challenge echo"
+    )
+
+
+class DevicePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, max_length=64)
+    fcm_token: str | None = Field(default=None, min_length=1, max_length=4096)
+    fcm_token_kind: Literal["token", "fid"] = "token"
+    web_push: WebPushIn | None = None
+    app_build: int | None = Field(default=None, ge=0, le=2**31 - 1)
+
+
+class DeviceOut(BaseModel):
+    device_id: str
+    device_type: str
+    surface_kind: str
+    name: str
+    public_key: str
+    app_build: int | None
+    push: Literal["fcm", "web_push", "stream"]
+    registration_id: str | None = None
+
+
+class RegistrationProof(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    registration_id: str = Field(min_length=1, max_length=64)
+    nonce: str = Field(min_length=1, max_length=128)
+
+
+class StatusReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    battery_percent: int | None = Field(default=None, ge=0, le=100)
+    charging: bool | None = None
+    ringer: Literal["normal", "vibrate", "silent"] | None = None
+    network: Literal["wifi", "cellular", "ethernet", "none", "other"] | None = None
+
+
+class StatusAccepted(BaseModel):
+    accepted: bool
+    status_reported_at: int | None
+
+
+def checked_public_key(text: str) -> str:
+    try:
+        decode_public_key(text)
+    except InvalidPublicKey as exc:
+        raise RelayError("invalid_public_key") from exc
+    return text
+
+
+def register_phone(tx: Tx, principal: Principal, *, body: DeviceCreate) -> DeviceRegistered:
+    """Register a phone: creates the account whose root device it is. Per-IP limited."""
+    charge_ip(tx, principal, "register_ip_minute", tx.settings.register_per_ip_per_minute)
+    public_key = checked_public_key(body.public_key)
+    now = tx.now()
+    account = Account(account_id=new_uuid(), created_at=now)
+    credential = new_device_credential()
+    device = Device(
+        device_id=new_uuid(),
+        account_id=account.account_id,
+        device_type=body.device_type,
+        surface_kind="phone",
+        public_key=public_key,
+        name=body.name,
+        credential_hash=digest(credential),
+        created_at=now,
+        last_seen_at=now,
+        app_build=body.app_build,
+    )
+    tx.session.add(account)
+    tx.session.flush()
+    tx.session.add(device)
+    tx.session.flush()
+    registration_id = _apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, body.web_push)
+    return DeviceRegistered(
+        device_id=device.device_id,
+        device_token=credential,
+        account_id=account.account_id,
+        server_public_key=tx.keys.public_key_b64,
+        registration_id=registration_id,
+    )
+
+
+def update_device(tx: Tx, principal: Principal, *, body: DevicePatch) -> DeviceOut:
+    """Change the calling device's name, app build or push registration."""
+    device = own_device(tx, principal)
+    if body.name is not None:
+        device.name = body.name
+    if body.app_build is not None:
+        device.app_build = body.app_build
+    tx.session.add(device)
+    registration_id = _apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, body.web_push)
+    return describe_device(tx, device, registration_id)
+
+
+def get_own_device(tx: Tx, principal: Principal) -> DeviceOut:
+    return describe_device(tx, own_device(tx, principal), None)
+
+
+def describe_device(tx: Tx, device: Device, registration_id: str | None) -> DeviceOut:
+    push: Literal["fcm", "web_push", "stream"] = "stream"
+    if device.fcm_token:
+        push = "fcm"
+    elif tx.session.get(WebPushSubscriptionRow, device.device_id) is not None:
+        push = "web_push"
+    return DeviceOut(
+        device_id=device.device_id,
+        device_type=device.device_type,
+        surface_kind=device.surface_kind,
+        name=device.name,
+        public_key=device.public_key,
+        app_build=device.app_build,
+        push=push,
+        registration_id=registration_id,
+    )
+
+
+def _apply_push_settings(
+    tx: Tx, device: Device, fcm_token: str | None, fcm_kind: str, web_push: WebPushIn | None
+) -> str | None:
+    if web_push is not None:
+        existing = tx.session.get(WebPushSubscriptionRow, device.device_id)
+        if existing is not None:
+            tx.session.delete(existing)
+            tx.session.flush()
+        tx.session.add(
+            WebPushSubscriptionRow(
+                device_id=device.device_id,
+                endpoint=web_push.endpoint,
+                p256dh=web_push.p256dh,
+                auth=web_push.auth,
+                created_at=tx.now(),
+            )
+        )
+    if fcm_token is None:
+        return None
+    return _challenge_fcm_token(tx, device, fcm_token, fcm_kind)
+
+
+def _challenge_fcm_token(tx: Tx, device: Device, fcm_token: str, fcm_kind: str) -> str | None:
+    """An FCM token is used only once the phone echoes the nonce sent to it in a ``reg_challenge``.
+
+    Without FCM configured on this server the token is ignored (``None``): the device is served
+    over its open stream, which ``DeviceOut.push`` tells it.
+    """
+    candidate = PushTarget(device.device_id, fcm_token=fcm_token, fcm_token_kind=fcm_kind)
+    if not tx.push_available(candidate):
+        return None
+    tx.session.execute(
+        delete(RegistrationChallenge).where(col(RegistrationChallenge.device_id) == device.device_id)
+    )
+    registration_id = new_prefixed_id("reg")
+    nonce = secrets.token_urlsafe(24)
+    tx.session.add(
+        RegistrationChallenge(
+            registration_id=registration_id,
+            device_id=device.device_id,
+            nonce_hash=digest(nonce),
+            fcm_token=fcm_token,
+            fcm_token_kind=fcm_kind,
+            expires_at=tx.now() + tx.settings.reg_challenge_ttl_s,
+        )
+    )
+    # The challenge goes to the unproved token itself, never through the device's current route.
+    request_push(
+        tx,
+        candidate,
+        PushMessage("reg_challenge", {"registrationId": registration_id, "nonce": nonce}, high_priority=True),
+    )
+    return registration_id
+
+
+def verify_push_registration(tx: Tx, principal: Principal, *, body: RegistrationProof) -> DeviceOut:
+    """The phone echoes a ``reg_challenge``: its FCM token becomes the device's push route."""
+    device = own_device(tx, principal)
+    challenge = tx.session.get(RegistrationChallenge, body.registration_id)
+    if (
+        challenge is None
+        or challenge.device_id != device.device_id
+        or challenge.expires_at <= tx.now()
+        or not digests_match(challenge.nonce_hash, digest(body.nonce))
+    ):
+        raise RelayError("invalid_registration")
+    device.fcm_token = challenge.fcm_token
+    device.fcm_token_kind = challenge.fcm_token_kind
+    tx.session.add(device)
+    tx.session.delete(challenge)
+    return describe_device(tx, device, None)
+
+
+def report_status(tx: Tx, principal: Principal, *, body: StatusReport) -> StatusAccepted:
+    """Battery, charging, ringer, network: at most one report accepted per 60 s; extras are dropped."""
+    device = own_device(tx, principal)
+    now = tx.now()
+    last = device.status_reported_at
+    if last is not None and now - last < tx.settings.status_report_interval_s:
+        return StatusAccepted(accepted=False, status_reported_at=last)
+    device.battery_percent = body.battery_percent
+    device.charging = body.charging
+    device.ringer = body.ringer
+    device.network = body.network
+    device.status_reported_at = now
+    tx.session.add(device)
+    return StatusAccepted(accepted=True, status_reported_at=now)
+
+
+def disconnect_device(tx: Tx, principal: Principal) -> None:
+    """Unpair the calling device and drop its keys, credential, registration and queue."""
+    device = own_device(tx, principal)
+    pairs = tx.session.exec(
+        select(Pair).where(
+            or_(col(Pair.device_id) == device.device_id, col(Pair.phone_device_id) == device.device_id)
+        )
+    ).all()
+    for pair in pairs:
+        other_id = pair.device_id if pair.phone_device_id == device.device_id else pair.phone_device_id
+        other = tx.session.get(Device, other_id)
+        if other is not None and other.surface_kind == "phone":
+            wake = PushMessage("disconnect", {"deviceId": device.device_id}, high_priority=True)
+            request_push(tx, push_target(tx, other), wake)
+        tx.session.delete(pair)
+    for table in (RegistrationChallenge, WebPushSubscriptionRow):
+        tx.session.execute(delete(table).where(col(table.device_id) == device.device_id))
+    tx.session.execute(
+        delete(QueuedEnvelope).where(col(QueuedEnvelope.recipient_device_id) == device.device_id)
+    )
+    tx.session.flush()
+    tx.session.delete(device)
+    tx.emit(DeviceRevoked(device.device_id))
+
+
+def forget_push_registration(tx: Tx, principal: Principal, *, device_id: str) -> None:
+    """The push service said the registration is gone: stop using it (system operation)."""
+    if principal.kind.value != "system":
+        raise RelayError("forbidden")
+    device = tx.session.get(Device, device_id)
+    if device is None:
+        return
+    device.fcm_token = None
+    device.fcm_token_kind = None
+    tx.session.add(device)
+    tx.session.execute(
+        delete(WebPushSubscriptionRow).where(col(WebPushSubscriptionRow.device_id) == device_id)
+    )
+
+
+def own_device(tx: Tx, principal: Principal) -> Device:
+    device_id = principal.require_device()
+    device = tx.session.get(Device, device_id)
+    if device is None:
+        raise RelayError("invalid_token")
+    return device
+
+
+def charge_ip(tx: Tx, principal: Principal, resource: str, per_minute: int) -> None:
+    """Per-IP limit for unauthenticated routes (the principal's label carries the IP)."""
+    ip = principal.label or "unknown"
+    decision = tx.limiter.acquire([LimitCheck(resource, ip, per_minute, 60)], tx.clock.now())
+    if not decision.allowed:
+        raise RelayError(
+            "rate_limit_exceeded",
+            details={"resource": resource},
+            headers={"Retry-After": str(decision.retry_after)},
+        )

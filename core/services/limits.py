@@ -1,0 +1,79 @@
+"""Send-class rate limits: per IP, per token (burst and calendar month), per receiving account.
+
+The order that keeps 4xx requests from burning quota: the IP layers are *peeked* before the token
+is looked up; every layer is *charged* together, all-or-nothing, only after the body, the priority
+cap and the envelope size have passed. Every 2xx and 429 of a limited route carries the binding
+layer in ``X-RateLimit-*`` headers.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, WindowKind
+from core.context import Tx
+from core.errors import RelayError
+from core.principal import Principal, PrincipalKind
+from core.settings import Settings
+
+
+class Limited(BaseModel):
+    """A response of a limited route; ``rate_limit`` becomes headers, never body."""
+
+    rate_limit: LimitState | None = Field(default=None, exclude=True)
+    monthly: LimitState | None = Field(default=None, exclude=True)
+
+
+def ip_checks(settings: Settings, ip: str) -> list[LimitCheck]:
+    return [
+        LimitCheck("ip_minute", ip, settings.limit_ip_minute, 60),
+        LimitCheck("ip_hour", ip, settings.limit_ip_hour, 3600),
+    ]
+
+
+def send_class_checks(settings: Settings, principal: Principal, ip: str) -> list[LimitCheck]:
+    checks = ip_checks(settings, ip)
+    caller = principal.token_id if principal.kind is PrincipalKind.SENDER_TOKEN else principal.grant_id
+    if caller:
+        checks += [
+            LimitCheck("token_burst", caller, settings.limit_token_burst, 60),
+            LimitCheck("token_monthly", caller, settings.limit_token_monthly, kind=WindowKind.CALENDAR_MONTH),
+        ]
+    checks.append(LimitCheck("receiver_daily", principal.account_id, settings.limit_receiver_daily, 86_400))
+    return checks
+
+
+def peek_ip(tx: Tx, ip: str) -> None:
+    """First step of a limited route: refuse an IP that is already over its budget."""
+    decision = tx.limiter.peek(ip_checks(tx.settings, ip), tx.clock.now())
+    if not decision.allowed:
+        raise limit_error(decision)
+
+
+def charge_send_class(tx: Tx, principal: Principal, ip: str) -> tuple[LimitState, LimitState | None]:
+    """Charge every send-class layer at once; 429 ``rate_limit_exceeded`` naming the binding layer.
+
+    Returns the binding layer (for the headers) and the monthly layer (for Pushover's X-Limit-App-*).
+    """
+    checks = send_class_checks(tx.settings, principal, ip)
+    decision = tx.limiter.acquire(checks, tx.clock.now())
+    if not decision.allowed:
+        raise limit_error(decision)
+    monthly = [c for c in checks if c.resource == "token_monthly"]
+    monthly_state = tx.limiter.peek(monthly, tx.clock.now()).binding if monthly else None
+    return decision.binding, monthly_state
+
+
+def limit_error(decision: LimitDecision) -> RelayError:
+    headers = limit_headers(decision.binding)
+    headers["Retry-After"] = str(decision.retry_after)
+    return RelayError("rate_limit_exceeded", details={"resource": decision.binding.resource}, headers=headers)
+
+
+def limit_headers(state: LimitState) -> dict[str, str]:
+    return {
+        "X-RateLimit-Limit": str(state.limit),
+        "X-RateLimit-Remaining": str(state.remaining),
+        "X-RateLimit-Reset": str(state.reset_at),
+        "X-RateLimit-Resource": state.resource,
+    }

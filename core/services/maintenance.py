@@ -1,0 +1,43 @@
+"""Expiry sweeps: what has outlived its lifetime is deleted. Safe to run on several replicas at once
+(each statement is a plain conditional DELETE)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from sqlalchemy import delete
+from sqlmodel import col
+
+from core.context import Tx
+from core.errors import RelayError
+from core.principal import Principal, PrincipalKind
+from core.store.tables import PairingCode, PairResult, QueuedEnvelope, RegistrationChallenge, SenderToken
+
+EXPIRED_CODE_GRACE_S = 3600
+
+
+class SweepOut(BaseModel):
+    removed: dict[str, int]
+
+
+def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
+    """Remove expired pairing codes and results, queued envelopes, registration challenges, and
+    revocation audit rows older than the retention (30 days by default)."""
+    if principal.kind is not PrincipalKind.SYSTEM:
+        raise RelayError("forbidden")
+    now = tx.now()
+    statements = {
+        # Expired codes linger an hour so a computer still polling hears "pairing_expired".
+        "pairing_codes": delete(PairingCode).where(col(PairingCode.expires_at) <= now - EXPIRED_CODE_GRACE_S),
+        "pair_results": delete(PairResult).where(col(PairResult.expires_at) <= now),
+        "queued_envelopes": delete(QueuedEnvelope).where(col(QueuedEnvelope.expires_at) <= now),
+        "registration_challenges": delete(RegistrationChallenge).where(
+            col(RegistrationChallenge.expires_at) <= now
+        ),
+        "revoked_tokens": delete(SenderToken).where(
+            col(SenderToken.revoked_at) <= now - tx.settings.revoked_token_retention_s
+        ),
+    }
+    removed = {
+        name: int(getattr(tx.session.execute(stmt), "rowcount", 0)) for name, stmt in statements.items()
+    }
+    return SweepOut(removed=removed)

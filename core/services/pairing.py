@@ -1,0 +1,236 @@
+"""Pairing a computer with the phone through a six-digit code.
+
+The computer calls ``init_pairing`` (unauthenticated, per-IP limited) and gets a code plus its own
+device id and credential; the phone confirms the code with its credential; the computer collects
+the phone's key with ``get_pairing_result``. Wrong codes are limited per IP, per phone and across
+the whole server, so no live code can be guessed within its lifetime (see ``_failure_checks``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+
+from core.adapters.limits.base import LimitCheck
+from core.context import Tx
+from core.domain.secrets import (
+    PAIRING_CODE_PATTERN,
+    digest,
+    new_device_credential,
+    new_pairing_code,
+    new_prefixed_id,
+    new_uuid,
+    pairing_code_digest,
+)
+from core.errors import RelayError
+from core.principal import Principal
+from core.services.devices import DeviceType, charge_ip, checked_public_key, own_device
+from core.store.tables import Device, Pair, PairingCode, PairResult
+
+ComputerSurface = Literal["extension", "pwa", "cli", "desktop"]
+CODE_ATTEMPTS = 8  # retries when a fresh code collides with a live one
+
+
+class PairInit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    public_key: str = Field(max_length=128)
+    surface_kind: ComputerSurface
+    device_type: DeviceType = "extension"
+    name: str = Field(default="", max_length=64)
+    intent: str = Field(default="pair", pattern=r"^[a-z_]{1,32}$")
+
+
+class PairInitOut(BaseModel):
+    code: str
+    expires_at: int
+    device_id: str
+    device_token: str
+    server_public_key: str
+
+
+class PairConfirm(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    code: str = Field(max_length=16)
+    public_key: str = Field(max_length=128)
+
+
+class PairedDevice(BaseModel):
+    device_id: str
+    name: str
+    surface_kind: str
+    public_key: str
+
+
+class PairConfirmOut(BaseModel):
+    pair_id: str
+    intent: str
+    device: PairedDevice
+
+
+class PairResultOut(BaseModel):
+    status: Literal["pending", "paired"]
+    expires_at: int | None = None
+    phone_device_id: str | None = None
+    phone_name: str | None = None
+    phone_public_key: str | None = None
+    pair_id: str | None = None
+
+
+def init_pairing(tx: Tx, principal: Principal, *, body: PairInit) -> PairInitOut:
+    """Mint a code for a computer and reserve its device id and credential for 300 s."""
+    charge_ip(tx, principal, "pair_init_ip_minute", tx.settings.pair_init_per_ip_per_minute)
+    public_key = checked_public_key(body.public_key)
+    now = tx.now()
+    credential = new_device_credential()
+    key = tx.keys.derived_key("pairing-code")
+    expires_at = now + tx.settings.pairing_code_ttl_s
+    for _ in range(CODE_ATTEMPTS):
+        code = new_pairing_code()
+        code_digest = pairing_code_digest(code, key)
+        # An expired row keeps its computer's credential answering "pairing_expired" until the
+        # sweep removes it; only the one this draw would collide with goes now.
+        tx.session.execute(
+            delete(PairingCode).where(
+                col(PairingCode.code_digest) == code_digest, col(PairingCode.expires_at) <= now
+            )
+        )
+        row = PairingCode(
+            code_digest=code_digest,
+            expires_at=expires_at,
+            created_at=now,
+            intent=body.intent,
+            device_id=new_uuid(),
+            credential_hash=digest(credential),
+            public_key=public_key,
+            surface_kind=body.surface_kind,
+            device_type=body.device_type,
+            name=body.name,
+        )
+        try:
+            with tx.session.begin_nested():
+                tx.session.add(row)
+        except IntegrityError:
+            continue  # the code is live for someone else; draw again
+        return PairInitOut(
+            code=code,
+            expires_at=expires_at,
+            device_id=row.device_id,
+            device_token=credential,
+            server_public_key=tx.keys.public_key_b64,
+        )
+    raise RelayError("rate_limit_exceeded", "Too many live pairing codes; try again shortly.")
+
+
+def confirm_pairing(tx: Tx, principal: Principal, *, body: PairConfirm, ip: str) -> PairConfirmOut:
+    """The phone redeems a code: the computer's device row and the pair row are written, the code
+    is deleted (single use) and a result is kept 24 h for the computer to collect."""
+    phone_id = principal.require_phone()
+    phone = own_device(tx, principal)
+    checks = _failure_checks(tx, ip, phone_id)
+    now_f = tx.clock.now()
+    if not tx.limiter.peek(checks, now_f).allowed:
+        raise RelayError("too_many_attempts")
+    if checked_public_key(body.public_key) != phone.public_key:
+        raise RelayError("invalid_public_key", "public_key is not the key this phone registered.")
+    now = tx.now()
+    code_row = None
+    if PAIRING_CODE_PATTERN.fullmatch(body.code):
+        digest_value = pairing_code_digest(body.code, tx.keys.derived_key("pairing-code"))
+        code_row = tx.session.get(PairingCode, digest_value)
+    if code_row is None or code_row.expires_at <= now or not _redeem(tx, code_row.code_digest):
+        tx.limiter.acquire(checks, now_f)
+        raise RelayError("invalid_code")
+
+    computer = Device(
+        device_id=code_row.device_id,
+        account_id=phone.account_id,
+        device_type=code_row.device_type,
+        surface_kind=code_row.surface_kind,
+        public_key=code_row.public_key,
+        name=code_row.name,
+        credential_hash=code_row.credential_hash,
+        created_at=now,
+        last_seen_at=now,
+        ever_paired=1,
+    )
+    phone.ever_paired = 1
+    pair = Pair(
+        pair_id=new_prefixed_id("pair"),
+        account_id=phone.account_id,
+        phone_device_id=phone.device_id,
+        device_id=computer.device_id,
+        created_at=now,
+        updated_at=now,
+    )
+    tx.session.add_all([computer, phone])
+    tx.session.flush()
+    tx.session.add(pair)
+    tx.session.add(
+        PairResult(
+            device_id=computer.device_id,
+            pair_id=pair.pair_id,
+            phone_device_id=phone.device_id,
+            phone_name=phone.name,
+            phone_public_key=phone.public_key,
+            expires_at=now + tx.settings.pairing_result_ttl_s,
+        )
+    )
+    return PairConfirmOut(
+        pair_id=pair.pair_id,
+        intent=code_row.intent,
+        device=PairedDevice(
+            device_id=computer.device_id,
+            name=computer.name,
+            surface_kind=computer.surface_kind,
+            public_key=computer.public_key,
+        ),
+    )
+
+
+def get_pairing_result(tx: Tx, principal: Principal) -> PairResultOut:
+    """The computer asks whether its code was confirmed (``pending``) and, once it was, gets the
+    phone's id, name and public key."""
+    device_id = principal.require_device(allow_pending=True)
+    now = tx.now()
+    result = tx.session.get(PairResult, device_id)
+    if result is not None and result.expires_at > now:
+        return PairResultOut(
+            status="paired",
+            expires_at=result.expires_at,
+            phone_device_id=result.phone_device_id,
+            phone_name=result.phone_name,
+            phone_public_key=result.phone_public_key,
+            pair_id=result.pair_id,
+        )
+    code = _live_code_for(tx, device_id, now)
+    if code is not None:
+        return PairResultOut(status="pending", expires_at=code.expires_at)
+    raise RelayError("pairing_expired")
+
+
+def _live_code_for(tx: Tx, device_id: str, now: int) -> PairingCode | None:
+    return tx.session.exec(
+        select(PairingCode).where(col(PairingCode.device_id) == device_id, col(PairingCode.expires_at) > now)
+    ).first()
+
+
+def _redeem(tx: Tx, code_digest: str) -> bool:
+    """Delete the code if it is still there; only one concurrent redeemer sees a row deleted."""
+    result = tx.session.execute(delete(PairingCode).where(col(PairingCode.code_digest) == code_digest))
+    return bool(getattr(result, "rowcount", 0) == 1)
+
+
+def _failure_checks(tx: Tx, ip: str, phone_id: str) -> list[LimitCheck]:
+    """Wrong-code budgets. The server-wide one bounds the guesses any one live code can receive
+    during its lifetime, whatever number of IPs or phones an attacker uses: with the default 200
+    per 300 s, one code's chance of being guessed is at most 200 / 10^6."""
+    window = tx.settings.pairing_failure_window_s
+    return [
+        LimitCheck("pairing_failures_ip", ip, tx.settings.pairing_failures_per_ip, window),
+        LimitCheck("pairing_failures_device", phone_id, tx.settings.pairing_failures_per_device, window),
+        LimitCheck("pairing_failures_server", "all", tx.settings.pairing_failures_global, window),
+    ]

@@ -1,0 +1,166 @@
+"""Device-to-device relay: a device posts an opaque envelope for a device it is paired with; the
+server queues it for the recipient (whose open streams wake) and pushes it to a phone.
+
+The server cannot read a relayed blob; it only checks that it is shaped like an envelope v1.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import and_, or_
+from sqlmodel import col, select
+
+from core.adapters.push.base import PushMessage
+from core.context import Tx
+from core.domain.envelope import MIN_LENGTH, WIRE_VERSION
+from core.domain.secrets import new_prefixed_id
+from core.errors import RelayError
+from core.principal import Principal
+from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
+from core.services.devices import own_device
+from core.store.tables import Device, Pair, QueuedEnvelope
+
+# Envelope payload types a device may relay (the spec's table), and the sms family behind a flag.
+RELAYED_TYPES = frozenset(
+    {
+        "notification",
+        "reply",
+        "action",
+        "dismissed",
+        "replied",
+        "clipboard",
+        "file_ctrl",
+        "ping",
+        "pong",
+        "batch_dismiss",
+    }
+)
+SMS_FAMILY = re.compile(r"^sms(_[a-z]{1,24})?$")
+# Types a phone receives inline in the push when they fit; the others wake it with ``notify``.
+INLINE_PUSH_TYPES = frozenset({"notification", "clipboard", "file_ctrl", "reply", "action"})
+
+
+class EnvelopeCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    to: str = Field(min_length=1, max_length=36, description="Recipient device id (a paired device)")
+    type: str = Field(min_length=1, max_length=32, description="The payload type inside the envelope")
+    blob: str = Field(min_length=1, description="Standard base64 of the envelope v1 bytes")
+    ttl: int | None = Field(default=None, description="Seconds in the queue; clamped to 0-86400")
+    msg_ids: list[str] | None = Field(
+        default=None, max_length=100, description="batch_dismiss only: the message ids being cleared"
+    )
+
+
+class EnvelopeAccepted(BaseModel):
+    seq: int
+    msg_id: str
+
+
+class QueueItem(BaseModel):
+    seq: int
+    sender: str = Field(serialization_alias="from")
+    type: str
+    blob: str  # base64 (an envelope), or for type "push" the push message as JSON text
+
+
+class QueuePage(BaseModel):
+    items: list[QueueItem]
+
+
+def relay_envelope(tx: Tx, principal: Principal, *, body: EnvelopeCreate) -> EnvelopeAccepted:
+    """Queue an opaque envelope for a paired device and push it to a phone."""
+    sender = own_device(tx, principal)
+    if body.type not in RELAYED_TYPES:
+        if not SMS_FAMILY.fullmatch(body.type):
+            raise RelayError("invalid_envelope_type", details={"allowed": sorted(RELAYED_TYPES)})
+        if not tx.settings.sms_enabled:
+            raise RelayError("feature_disabled", "SMS relaying is turned off on this server.")
+    blob = _decode_blob(body.blob, tx.settings.max_envelope_bytes)
+    recipient = _paired_recipient(tx, sender, body.to)
+    ttl = max(0, min(body.ttl if body.ttl is not None else QUEUE_LIFETIME_S, QUEUE_LIFETIME_S))
+    msg_id = new_prefixed_id("msg")
+    seq = enqueue(tx, recipient.device_id, sender=sender.device_id, type=body.type, blob=blob, ttl_s=ttl)
+    if recipient.surface_kind == "phone":
+        _push_to_phone(tx, recipient, body, blob, msg_id=msg_id, seq=seq, ttl=ttl)
+    return EnvelopeAccepted(seq=seq, msg_id=msg_id)
+
+
+def _push_to_phone(
+    tx: Tx, phone: Device, body: EnvelopeCreate, blob: bytes, *, msg_id: str, seq: int, ttl: int
+) -> None:
+    target = push_target(tx, phone)
+    if not tx.push_available(target):
+        return  # the queue entry itself reaches its stream
+    wake = {"msgId": msg_id, "seqId": str(seq)}
+    message = PushMessage("notify", wake, high_priority=True, ttl_s=ttl)
+    if body.type == "batch_dismiss":
+        message = PushMessage("batch_dismiss", {"msgIds": ",".join(body.msg_ids or [])}, ttl_s=ttl)
+    elif body.type in INLINE_PUSH_TYPES or SMS_FAMILY.fullmatch(body.type):
+        inline = PushMessage(
+            body.type,
+            {"msgId": msg_id, "payload": base64.b64encode(blob).decode()},
+            high_priority=True,
+            ttl_s=ttl,
+        )
+        if inline.encoded_size() <= target.data_limit:
+            message = inline
+    request_push(tx, target, message)
+
+
+def _decode_blob(text: str, limit: int) -> bytes:
+    if len(text) > (limit * 4) // 3 + 4:
+        raise RelayError("envelope_too_large", details={"max": limit})
+    try:
+        blob = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise RelayError("invalid_blob") from exc
+    if len(blob) > limit:
+        raise RelayError("envelope_too_large", details={"max": limit})
+    if len(blob) < MIN_LENGTH or blob[0] != WIRE_VERSION:
+        raise RelayError("invalid_blob")
+    return blob
+
+
+def _paired_recipient(tx: Tx, sender: Device, recipient_id: str) -> Device:
+    """The recipient, if a pair joins it to the sender; otherwise 404 (existence is not confirmed)."""
+    pair = tx.session.exec(
+        select(Pair).where(
+            or_(
+                and_(col(Pair.phone_device_id) == sender.device_id, col(Pair.device_id) == recipient_id),
+                and_(col(Pair.phone_device_id) == recipient_id, col(Pair.device_id) == sender.device_id),
+            )
+        )
+    ).first()
+    recipient = tx.session.get(Device, recipient_id) if pair is not None else None
+    if recipient is None:
+        raise RelayError("not_found", "No paired device with that id.")
+    return recipient
+
+
+def read_queue(tx: Tx, principal: Principal, *, after: int, limit: int = 100) -> QueuePage:
+    """The calling device's queued items with ``seq > after``, oldest first, unexpired."""
+    device = own_device(tx, principal)
+    rows = tx.session.exec(
+        select(QueuedEnvelope)
+        .where(
+            col(QueuedEnvelope.recipient_device_id) == device.device_id,
+            col(QueuedEnvelope.seq) > after,
+            col(QueuedEnvelope.expires_at) > tx.now(),
+        )
+        .order_by(col(QueuedEnvelope.seq))
+        .limit(limit)
+    ).all()
+    if not device.ever_drained and len(rows) < limit:
+        device.ever_drained = 1
+        tx.session.add(device)
+    return QueuePage(items=[_item(row) for row in rows])
+
+
+def _item(row: QueuedEnvelope) -> QueueItem:
+    assert row.seq is not None
+    blob = row.blob.decode() if row.type == "push" else base64.b64encode(row.blob).decode()
+    return QueueItem(seq=row.seq, sender=row.sender, type=row.type, blob=blob)

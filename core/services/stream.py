@@ -1,0 +1,51 @@
+"""Following a device's queue live: replay what is queued after a sequence id, then wait for
+fan-out wake-ups (never polling the database) and read what they announce.
+
+Yields queue items and, when nothing happened for the keep-alive interval, ``KEEPALIVE``. Ends
+when the device's credential is revoked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Final
+
+import anyio
+
+from core.context import Core
+from core.events import device_topic
+from core.principal import Principal
+from core.services.relay import QueueItem, read_queue
+
+KEEPALIVE: Final = "keepalive"
+PAGE = 100
+
+
+async def follow_queue(core: Core, principal: Principal, *, after: int) -> AsyncIterator[QueueItem | str]:
+    device_id = principal.require_device()
+    # Subscribe before the first read: a wake-up that lands between the two is not lost.
+    async with core.fanout.subscribe(device_topic(device_id)) as wakeups:
+        last = after
+        while True:
+            page = await core.run(read_queue, principal, after=last, limit=PAGE)
+            for item in page.items:
+                yield item
+                last = item.seq
+            if len(page.items) == PAGE:
+                continue  # more is waiting
+            with anyio.move_on_after(core.settings.stream_keepalive_s) as waited:
+                _topic, message = await wakeups.receive()
+            if waited.cancelled_caught:
+                yield KEEPALIVE
+                continue
+            if _revoked(message):
+                return
+            while (pending := wakeups.receive_nowait()) is not None:  # coalesce a burst into one read
+                if _revoked(pending[1]):
+                    return
+            wakeups.overflowed = False
+
+
+def _revoked(message: str) -> bool:
+    return bool(json.loads(message).get("revoked"))

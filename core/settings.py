@@ -1,0 +1,107 @@
+"""Settings: the only code that reads the environment (``RELAYBOX_*`` and an optional ``.env``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything relaybox can be told. Tests build their own instance; nothing reads it at import."""
+
+    model_config = SettingsConfigDict(env_prefix="RELAYBOX_", env_file=".env", extra="ignore")
+
+    # Where it listens and how it is reached from outside.
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    public_url: str | None = Field(
+        default=None, description="External base URL (https://relay.example); default http://host:port"
+    )
+
+    # Storage. Empty database_url = SQLite file in data_dir.
+    data_dir: Path = Path(".relaybox")
+    database_url: str | None = None
+    migrate_on_start: bool = True
+
+    # The server's own X25519 key (base64 of 32 raw bytes). Generated into data_dir on first run if unset.
+    server_secret_key: SecretStr | None = None
+
+    # Pairing.
+    pairing_code_ttl_s: int = Field(default=300, ge=30, le=3600)
+    pairing_result_ttl_s: int = Field(default=86_400, ge=60)
+    pairing_failures_per_ip: int = Field(default=10, ge=1)
+    pairing_failures_per_device: int = Field(default=5, ge=1)
+    pairing_failures_global: int = Field(default=200, ge=1)
+    pairing_failure_window_s: int = Field(default=300, ge=1)
+    pair_init_per_ip_per_minute: int = Field(default=10, ge=1)
+    register_per_ip_per_minute: int = Field(default=10, ge=1)
+
+    # Devices and tokens.
+    status_report_interval_s: int = Field(default=60, ge=1)
+    revoked_token_retention_s: int = Field(default=30 * 86_400, ge=0)
+    max_tokens_per_account: int = Field(default=50, ge=1)
+    max_devices_per_account: int = Field(default=50, ge=1)
+    reg_challenge_ttl_s: int = Field(default=600, ge=30)
+
+    # Send-class rate limits (sends, interactions, ring). Rolling windows unless named otherwise.
+    limit_token_burst: int = Field(default=60, ge=1, description="per token per rolling 60 s")
+    limit_token_monthly: int = Field(default=500, ge=1, description="per token per UTC calendar month")
+    limit_receiver_daily: int = Field(
+        default=1000, ge=1, description="per receiving account per rolling 24 h"
+    )
+    limit_ip_minute: int = Field(default=20, ge=1, description="per client IP per rolling minute")
+    limit_ip_hour: int = Field(default=200, ge=1, description="per client IP per rolling hour")
+
+    # Push services. Each is used only when configured (and its extra installed).
+    fcm_credentials_file: Path | None = Field(default=None, description="Firebase service-account JSON")
+    fcm_url: str | None = Field(default=None, description="Override of the FCM send URL (tests, proxies)")
+    vapid_private_key: SecretStr | None = Field(
+        default=None, description="Web push VAPID key (b64url or PEM)"
+    )
+    vapid_subject: str = "mailto:admin@localhost"
+    push_timeout_s: float = Field(default=10.0, gt=0)
+
+    # Bodies.
+    max_body_bytes: int = Field(default=96 * 1024, ge=1024)
+
+    # Relay and streams.
+    max_envelope_bytes: int = Field(default=64 * 1024, ge=64, description="Largest relayed blob (raw bytes)")
+    stream_keepalive_s: float = Field(default=15.0, gt=0)
+    sms_enabled: bool = False
+
+    @field_validator("public_url")
+    @classmethod
+    def _strip_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @property
+    def base_url(self) -> str:
+        return self.public_url or f"http://{self.host}:{self.port}"
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'relaybox.db').resolve()}"
+
+
+class ExplicitSettings(Settings):
+    """Settings from the given values only — no environment, no ``.env``. What tests build."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+def explicit_settings(**values: Any) -> Settings:
+    return ExplicitSettings(**values)

@@ -1,0 +1,139 @@
+"""SQLModel tables. Times are Unix epoch seconds (integers), as on the wire.
+
+Nothing here holds caller plaintext: no message, question, choice, filename or document text.
+Secrets (device credentials, sender tokens) are stored as SHA-256 hex digests only; pairing
+codes as an HMAC under the server key (a six-digit code's plain hash would be trivially reversed).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, LargeBinary, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class Account(SQLModel, table=True):
+    __tablename__ = "accounts"
+
+    account_id: str = Field(primary_key=True, max_length=36)
+    created_at: int
+
+
+class Device(SQLModel, table=True):
+    __tablename__ = "devices"
+
+    device_id: str = Field(primary_key=True, max_length=36)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    device_type: str = Field(max_length=16)  # extension | android
+    surface_kind: str = Field(max_length=16)  # phone | extension | pwa | cli | desktop
+    public_key: str = Field(max_length=64)  # standard base64 of 32 bytes
+    name: str = Field(default="", max_length=64)
+    credential_hash: str = Field(unique=True, max_length=64)
+    created_at: int
+    last_seen_at: int | None = None
+    app_build: int | None = None
+    fcm_token: str | None = Field(default=None, max_length=4096)
+    fcm_token_kind: str | None = Field(default=None, max_length=8)  # token | fid
+    ever_paired: int = 0
+    ever_drained: int = 0
+    battery_percent: int | None = None
+    charging: bool | None = None
+    ringer: str | None = Field(default=None, max_length=16)
+    network: str | None = Field(default=None, max_length=16)
+    status_reported_at: int | None = None
+
+
+class RegistrationChallenge(SQLModel, table=True):
+    """An FCM registration waiting to be proved by the phone echoing a ``reg_challenge`` push."""
+
+    __tablename__ = "registration_challenges"
+
+    registration_id: str = Field(primary_key=True, max_length=40)
+    device_id: str = Field(foreign_key="devices.device_id", index=True, max_length=36)
+    nonce_hash: str = Field(max_length=64)
+    fcm_token: str = Field(max_length=4096)
+    fcm_token_kind: str = Field(max_length=8)
+    expires_at: int
+
+
+class WebPushSubscriptionRow(SQLModel, table=True):
+    __tablename__ = "web_push_subscriptions"
+
+    device_id: str = Field(primary_key=True, foreign_key="devices.device_id", max_length=36)
+    endpoint: str = Field(max_length=2048)
+    p256dh: str = Field(max_length=128)
+    auth: str = Field(max_length=64)
+    created_at: int
+
+
+class Pair(SQLModel, table=True):
+    __tablename__ = "pairs"
+    __table_args__ = (UniqueConstraint("phone_device_id", "device_id"),)
+
+    pair_id: str = Field(primary_key=True, max_length=40)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    phone_device_id: str = Field(foreign_key="devices.device_id", index=True, max_length=36)
+    device_id: str = Field(foreign_key="devices.device_id", index=True, max_length=36)
+    created_at: int
+    updated_at: int
+
+
+class PairingCode(SQLModel, table=True):
+    """A live six-digit code and the computer identity that will be created when it is redeemed."""
+
+    __tablename__ = "pairing_codes"
+
+    code_digest: str = Field(primary_key=True, max_length=64)
+    expires_at: int = Field(index=True)
+    created_at: int
+    intent: str = Field(default="pair", max_length=16)
+    device_id: str = Field(unique=True, max_length=36)
+    credential_hash: str = Field(unique=True, max_length=64)
+    public_key: str = Field(max_length=64)
+    surface_kind: str = Field(max_length=16)
+    device_type: str = Field(max_length=16)
+    name: str = Field(default="", max_length=64)
+
+
+class PairResult(SQLModel, table=True):
+    """What the computer collects after the phone confirmed its code; kept 24 hours."""
+
+    __tablename__ = "pair_results"
+
+    device_id: str = Field(primary_key=True, max_length=36)
+    pair_id: str = Field(max_length=40)
+    phone_device_id: str = Field(max_length=36)
+    phone_name: str = Field(default="", max_length=64)
+    phone_public_key: str = Field(max_length=64)
+    expires_at: int = Field(index=True)
+
+
+class SenderToken(SQLModel, table=True):
+    """A sender token (hash only). A revoked row is the revocation audit, removed after 30 days."""
+
+    __tablename__ = "sender_tokens"
+
+    token_id: str = Field(primary_key=True, max_length=40)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    token_hash: str = Field(unique=True, max_length=64)
+    label: str = Field(max_length=64)
+    scope: str | None = Field(default=None, max_length=32)
+    priority_cap: str = Field(default="urgent", max_length=8)
+    created_at: int
+    created_by_device_id: str | None = Field(default=None, max_length=36)
+    last_used_at: int | None = None
+    revoked_at: int | None = Field(default=None, index=True)
+    revoked_by_device_id: str | None = Field(default=None, max_length=36)
+
+
+class QueuedEnvelope(SQLModel, table=True):
+    """One opaque blob waiting for its recipient device, ordered by ``seq``."""
+
+    __tablename__ = "queued_envelopes"
+
+    seq: int | None = Field(default=None, primary_key=True)
+    recipient_device_id: str = Field(index=True, max_length=36)
+    sender: str = Field(max_length=36)  # a device id, or "server"
+    type: str = Field(max_length=32)
+    blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: int
+    expires_at: int = Field(index=True)

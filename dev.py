@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""The two set-up commands of the README, on a machine with nothing but Python 3.11+:
+
+    python3 dev.py serve    # install into .venv if needed, then run relaybox on SQLite
+    python3 dev.py test     # install into .venv if needed, then ruff, mypy and the whole pytest suite
+
+Extra arguments are passed on (``python3 dev.py test -k pairing``, ``python3 dev.py serve --port 9000``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".relaybox-installed"
+
+
+def ensure_environment() -> None:
+    """Create .venv and install relaybox with every extra, again only when pyproject.toml changed."""
+    if sys.version_info < (3, 11):
+        sys.exit("relaybox needs Python 3.11 or newer")
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted and (BIN / "relaybox").exists():
+        return
+    if not (BIN / "python").exists():
+        print("creating .venv …", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("installing relaybox and its dependencies into .venv (first run takes a minute) …", flush=True)
+    pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, "-e", f"{ROOT}[all,test]"], check=True)
+    STAMP.write_text(wanted)
+
+
+def run(command: list[str]) -> int:
+    return subprocess.run(command, cwd=ROOT).returncode
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in {"serve", "test"}:
+        print(__doc__)
+        return 2
+    command, extra = sys.argv[1], sys.argv[2:]
+    ensure_environment()
+    if command == "serve":
+        return run([str(BIN / "relaybox"), "serve", *extra])
+    for check in (
+        [str(BIN / "ruff"), "check", "."],
+        [str(BIN / "ruff"), "format", "--check", "."],
+        [str(BIN / "mypy"), "."],
+    ):
+        if run(check) != 0:
+            return 1
+    return run([str(BIN / "python"), "-m", "pytest", *extra])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Shared fixtures: a migrated database on SQLite or PostgreSQL, a Core, an in-process HTTP client."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlmodel import SQLModel
+from starlette.testclient import TestClient
+
+from connector.app import create_app
+from core.bootstrap import build_core
+from core.clock import ManualClock
+from core.context import Core
+from core.settings import Settings, explicit_settings
+from core.store.database import make_engine
+from tests.live import serve_in_thread
+from tests.services import POSTGRES_URL, unavailable
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, dropped at the end."""
+    name = f"relaybox_test_{secrets.token_hex(4)}"
+    admin_url = POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1)
+    try:
+        admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as error:  # any connection failure means: not reachable here
+        unavailable("PostgreSQL", error)
+    base, _, _ = POSTGRES_URL.rpartition("/")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL on each backend, empty of rows at the start of the test."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'relaybox.db'}"
+        return
+    url: str = request.getfixturevalue("postgres_database")
+    yield url
+    _empty_all_tables(url)
+
+
+def _empty_all_tables(url: str) -> None:
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            names = ", ".join(f'"{t.name}"' for t in SQLModel.metadata.sorted_tables)
+            connection.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return explicit_settings(data_dir=tmp_path / "data", database_url=database_url)
+
+
+@pytest.fixture
+def core(settings: Settings, clock: ManualClock) -> Iterator[Core]:
+    built = build_core(settings, clock=clock)
+    yield built
+    built.engine.dispose()
+
+
+@pytest.fixture
+def client(core: Core) -> Iterator[TestClient]:
+    with TestClient(create_app(core=core)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def engine(core: Core) -> Engine:
+    return core.engine
+
+
+@pytest.fixture
+def live_server(core: Core) -> Iterator[str]:
+    """The app under uvicorn on a real loopback socket, in this process (so the test keeps its clock)."""
+    with serve_in_thread(create_app(core=core)) as url:
+        yield url

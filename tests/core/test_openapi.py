@@ -1,0 +1,65 @@
+"""/openapi.json is OpenAPI 3.1, in step with the routes the app serves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from core.errors import CATALOGUE
+
+
+def served_operations(client: TestClient) -> set[tuple[str, str]]:
+    operations = set()
+    for route in client.app.routes:  # type: ignore[attr-defined]
+        if isinstance(route, Route) and route.path != "/openapi.json":
+            for method in route.methods or ():
+                if method != "HEAD":
+                    operations.add((route.path, method.lower()))
+    return operations
+
+
+def test_every_served_route_is_documented_and_nothing_else(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    documented = {(path, method) for path, item in document["paths"].items() for method in item}
+    assert documented == served_operations(client)
+
+
+def test_the_document_is_openapi_3_1_with_resolvable_references(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    assert document["openapi"] == "3.1.0"
+    assert document["info"]["version"] == "1.1.0"
+    schemas = document["components"]["schemas"]
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                assert ref.startswith("#/components/schemas/")
+                assert ref.removeprefix("#/components/schemas/") in schemas, ref
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(document)
+
+
+def test_every_documented_error_code_is_in_the_catalogue(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    for item in document["paths"].values():
+        for operation in item.values():
+            for status, response in operation["responses"].items():
+                description = response["description"]
+                if description.startswith("Error codes: "):
+                    for code in description.removeprefix("Error codes: ").split(", "):
+                        assert CATALOGUE[code].status == int(status)
+
+
+def test_authenticated_routes_declare_the_bearer_scheme_and_their_401(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    operation = document["paths"]["/v1/tokens"]["get"]
+    assert operation["security"] == [{"bearer": []}]
+    assert "401" in operation["responses"]

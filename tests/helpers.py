@@ -1,0 +1,82 @@
+"""Playing devices against the in-process app: a phone, a paired computer, their keys."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+
+import httpx
+from starlette.testclient import TestClient
+
+from core.domain.keys import generate_keypair
+
+# Starlette's TestClient (in process) or an httpx client of a live server.
+Http = TestClient | httpx.Client
+
+
+@dataclass
+class FakeDevice:
+    device_id: str
+    token: str
+    secret_key: bytes
+    public_key: bytes
+    account_id: str = ""
+    peers: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def public_b64(self) -> str:
+        return base64.b64encode(self.public_key).decode()
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def register_phone(client: Http, *, name: str = "Pixel", **extra: object) -> FakeDevice:
+    secret, public = generate_keypair()
+    response = client.post("/v1/devices", json={"public_key": b64(public), "name": name, **extra})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    return FakeDevice(body["device_id"], body["device_token"], secret, public, body["account_id"])
+
+
+def start_pairing(client: Http, *, surface_kind: str = "cli", name: str = "laptop") -> tuple[FakeDevice, str]:
+    secret, public = generate_keypair()
+    response = client.post(
+        "/v1/pair/init", json={"public_key": b64(public), "surface_kind": surface_kind, "name": name}
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    return FakeDevice(body["device_id"], body["device_token"], secret, public), body["code"]
+
+
+def pair_computer(
+    client: Http, phone: FakeDevice, *, surface_kind: str = "cli", name: str = "laptop"
+) -> FakeDevice:
+    computer, code = start_pairing(client, surface_kind=surface_kind, name=name)
+    response = client.post(
+        "/v1/pair/confirm", json={"code": code, "public_key": phone.public_b64}, headers=phone.auth
+    )
+    assert response.status_code == 200, response.text
+    computer.account_id = phone.account_id
+    computer.peers[phone.device_id] = phone.public_key
+    phone.peers[computer.device_id] = computer.public_key
+    return computer
+
+
+def create_token(client: Http, phone: FakeDevice, **fields: object) -> dict[str, object]:
+    response = client.post("/v1/tokens", json={"label": "script", **fields}, headers=phone.auth)
+    assert response.status_code == 201, response.text
+    body: dict[str, object] = response.json()
+    return body
+
+
+def error_code(response: object) -> str:
+    """The stable code of either error shape."""
+    body = response.json()  # type: ignore[attr-defined]
+    error = body["error"]
+    return error if isinstance(error, str) else error["code"]

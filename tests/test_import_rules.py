@@ -1,0 +1,60 @@
+"""The architecture's import rules, checked on the source: core ← oauth ← connector; client uses
+only core.domain; third-party libraries stay in their home modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("core", "oauth", "connector", "client")
+# package → project packages it must not import
+FORBIDDEN = {
+    "core": {"oauth", "connector", "client"},
+    "oauth": {"connector", "client"},
+    "connector": set(),
+    "client": {"oauth", "connector"},
+}
+# third-party module → where it may be imported (path prefixes)
+HOMES = {
+    "authlib": ("oauth/",),
+    "mcp": ("connector/",),
+    "firebase_admin": ("core/adapters/push/fcm.py",),
+    "pywebpush": ("core/adapters/push/webpush.py",),
+    "redis": ("core/adapters/limits/redis.py", "core/adapters/fanout/redis.py"),
+    "sqlmodel": ("core/store/", "core/services/", "core/context.py", "oauth/"),
+}
+
+
+def imports_of(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def source_files() -> list[Path]:
+    return [p for package in PACKAGES for p in (ROOT / package).rglob("*.py") if "migrations" not in p.parts]
+
+
+@pytest.mark.parametrize("path", source_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_one_way_and_libraries_stay_home(path: Path) -> None:
+    relative = path.relative_to(ROOT).as_posix()
+    package = relative.split("/")[0]
+    for name in imports_of(path):
+        top = name.split(".")[0]
+        assert top not in FORBIDDEN[package], f"{relative} imports {name}"
+        if package == "client" and top == "core":
+            assert name == "core.domain" or name.startswith("core.domain."), f"{relative} imports {name}"
+        if top in HOMES:
+            assert relative.startswith(HOMES[top]), f"{relative} imports {top}, which lives in {HOMES[top]}"
+
+
+def test_the_rule_checker_sees_imports() -> None:
+    assert "core.domain.keys" in imports_of(ROOT / "core" / "services" / "devices.py")
