@@ -6,6 +6,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+import google.auth._regional_access_boundary_utils as regional_access_boundary
 import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlmodel import SQLModel
@@ -21,6 +22,15 @@ from tests.live import serve_in_thread
 from tests.services import POSTGRES_URL, unavailable
 
 BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(autouse=True)
+def no_regional_access_boundary_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """google-auth starts a background lookup at iamcredentials.googleapis.com on first use of FCM
+    credentials; tests stay on 127.0.0.1."""
+    monkeypatch.setattr(
+        regional_access_boundary._RegionalAccessBoundaryManager, "maybe_start_refresh", lambda *_: None
+    )
 
 
 @pytest.fixture(scope="session")

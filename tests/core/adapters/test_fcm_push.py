@@ -9,7 +9,6 @@ from pathlib import Path
 
 import anyio
 import firebase_admin
-import google.auth._regional_access_boundary_utils as regional_access_boundary
 import pytest
 from firebase_admin import _retry, messaging
 
@@ -35,15 +34,6 @@ pytestmark = pytest.mark.anyio
 TIMEOUT_S = 0.5
 TOKEN = "registration-token-1"
 MESSAGE = PushMessage("approval_request", {"request_id": "r-42", "title": "Deploy?"}, high_priority=True)
-
-
-@pytest.fixture(autouse=True)
-def no_regional_access_boundary_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
-    # google-auth starts a background lookup at iamcredentials.googleapis.com on first use;
-    # these tests stay on 127.0.0.1.
-    monkeypatch.setattr(
-        regional_access_boundary._RegionalAccessBoundaryManager, "maybe_start_refresh", lambda *_: None
-    )
 
 
 @pytest.fixture
