@@ -8,6 +8,7 @@ import sys
 import uvicorn
 
 from connector.app import create_app
+from connector.logs import log_config
 from core.settings import Settings
 
 
@@ -29,7 +30,12 @@ def serve(settings: Settings) -> int:
         flush=True,
     )
     config = uvicorn.Config(
-        app, log_level="info", access_log=True, proxy_headers=True, timeout_graceful_shutdown=3
+        app,
+        log_level="info",
+        log_config=log_config(),
+        access_log=True,
+        proxy_headers=True,
+        timeout_graceful_shutdown=3,
     )
     server = uvicorn.Server(config)
     server.run(sockets=[sock])

@@ -82,6 +82,7 @@ class Core:
         self.fanout = fanout
         self.push = push
         self._tasks: TaskGroup | None = None
+        self._open_streams: dict[str, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Core:
@@ -97,6 +98,24 @@ class Core:
         await self.push.aclose()
         await self.fanout.aclose()
         self.engine.dispose()
+
+    # -- presence (open streams on this process) ------------------------------------------
+    def stream_opened(self, device_id: str) -> None:
+        self._open_streams[device_id] = self._open_streams.get(device_id, 0) + 1
+
+    def stream_closed(self, device_id: str) -> None:
+        remaining = self._open_streams.get(device_id, 0) - 1
+        if remaining > 0:
+            self._open_streams[device_id] = remaining
+        else:
+            self._open_streams.pop(device_id, None)
+
+    def has_open_stream(self, device_id: str) -> bool:
+        return device_id in self._open_streams
+
+    @property
+    def open_stream_count(self) -> int:
+        return sum(self._open_streams.values())
 
     # -- running operations ----------------------------------------------------------------
     @overload

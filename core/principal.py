@@ -12,8 +12,8 @@ class PrincipalKind(enum.Enum):
     SENDER_TOKEN = "sender_token"
     CONNECTOR_GRANT = "connector_grant"
     DEVICE = "device"
-    SYSTEM = "system"
-    ANONYMOUS = "anonymous"  # the server acting on its own behalf (clean-ups, push bookkeeping)
+    SYSTEM = "system"  # the server acting on its own behalf (clean-ups, push bookkeeping)
+    ANONYMOUS = "anonymous"  # an unauthenticated caller; ``label`` holds its IP
 
 
 # Scopes named by the spec and decisions.md.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from core.api import devices, health, pairing, relay, tokens
+from core.api import devices, health, pairing, pushover, relay, send, tokens
 from core.api.health import openapi_response
 from core.api.openapi import build_openapi
 from core.api.routing import Endpoint
@@ -16,6 +16,8 @@ ENDPOINTS: list[Endpoint] = [
     *pairing.ENDPOINTS,
     *tokens.ENDPOINTS,
     *relay.ENDPOINTS,
+    *send.ENDPOINTS,
+    *pushover.ENDPOINTS,
 ]
 
 

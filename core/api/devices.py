@@ -6,7 +6,7 @@ from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response
 
 from core.api.routing import Call, Endpoint
-from core.services import devices
+from core.services import device_list, devices
 from core.services.auth import Accept
 
 
@@ -107,3 +107,21 @@ ENDPOINTS = [
         tag="devices",
     ),
 ]
+
+
+async def list_my_devices(call: Call) -> BaseModel:
+    return await call.core.run(device_list.list_devices, call.principal)
+
+
+ENDPOINTS.append(
+    Endpoint(
+        "GET",
+        "/v1/devices",
+        list_my_devices,
+        "The account's devices and whether each is reachable",
+        auth=Accept.SENDER_TOKEN | Accept.DEVICE,
+        response=device_list.DeviceList,
+        errors=("insufficient_scope",),
+        tag="devices",
+    )
+)

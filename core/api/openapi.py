@@ -43,8 +43,8 @@ def build_openapi(endpoints: list[Endpoint], *, server_url: str) -> dict[str, An
         (FlatErrorBody, "serialization"),
     ]
     for endpoint in endpoints:
-        if endpoint.body:
-            wanted.append((endpoint.body, "validation"))
+        if endpoint.body or endpoint.body_doc:
+            wanted.append((endpoint.body or endpoint.body_doc, "validation"))  # type: ignore[arg-type]
         if endpoint.response:
             wanted.append((endpoint.response, "serialization"))
     refs, schema = models_json_schema(
@@ -81,11 +81,21 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
     params += endpoint.extra.get("query", [])
     if params:
         operation["parameters"] = params
-    if endpoint.auth is not None:
+    if endpoint.auth is not None and not endpoint.auth_path_param:
         operation["security"] = [{"bearer": []}]
     if endpoint.body:
         body_ref = refs[(endpoint.body, "validation")]
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body_ref}}}
+    elif endpoint.body_doc:
+        body_ref = refs[(endpoint.body_doc, "validation")]
+        operation["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {"schema": body_ref},
+                "application/x-www-form-urlencoded": {"schema": body_ref},
+                "text/plain": {"schema": {"type": "string", "description": "the whole body is the message"}},
+            },
+        }
 
     responses: dict[str, Any] = {}
     success: dict[str, Any] = {"description": endpoint.summary}
@@ -100,7 +110,7 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
     codes = list(endpoint.errors)
     if endpoint.auth is not None:
         codes += AUTH_ERRORS
-    if endpoint.body:
+    if endpoint.body or endpoint.body_doc:
         codes += BODY_ERRORS
     by_status: dict[int, list[str]] = {}
     for code in dict.fromkeys(codes):

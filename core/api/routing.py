@@ -21,6 +21,7 @@ from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
 from core.services.auth import Accept, authenticate, bearer_from_header
+from core.services.limits import Limited, limit_headers
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -55,6 +56,9 @@ class Endpoint:
     errors: tuple[str, ...] = ()
     tag: str = "relaybox"
     description: str = ""
+    ip_limited: bool = False  # send class: the per-IP layers are checked before the token lookup
+    auth_path_param: str | None = None  # the path parameter that carries the token (capability URL)
+    body_doc: type[BaseModel] | None = None  # documents a body the handler reads itself (several types)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -71,8 +75,13 @@ class Endpoint:
         ip = client_ip(request)
         principal = Principal.anonymous(ip)
         if self.auth is not None:
-            token = bearer_from_header(request.headers.get("authorization"))
-            principal = await core.run(authenticate, principal, token=token, accept=self.auth)
+            if self.auth_path_param:
+                token = request.path_params[self.auth_path_param]
+            else:
+                token = bearer_from_header(request.headers.get("authorization"))
+            principal = await core.run(
+                authenticate, principal, token=token, accept=self.auth, limit_ip=self.ip_limited
+            )
         body = await read_model(request, self.body, core.settings.max_body_bytes) if self.body else None
         call = Call(request, core, principal, body, dict(request.path_params), ip)
         result = await self.handler(call)
@@ -80,7 +89,12 @@ class Endpoint:
             return result
         if result is None:
             return Response(status_code=self.status)
-        return JSONResponse(result.model_dump(mode="json", exclude_none=True), status_code=self.status)
+        headers = (
+            limit_headers(result.rate_limit) if isinstance(result, Limited) and result.rate_limit else None
+        )
+        return JSONResponse(
+            result.model_dump(mode="json", exclude_none=True), status_code=self.status, headers=headers
+        )
 
 
 def client_ip(request: Request) -> str:

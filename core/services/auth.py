@@ -15,6 +15,7 @@ from core.context import Tx
 from core.domain.secrets import digest, digests_match, is_device_credential, is_sender_token
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
+from core.services.limits import peek_ip
 from core.store.tables import Device, PairingCode, SenderToken
 
 LAST_SEEN_GRANULARITY_S = 60
@@ -36,9 +37,14 @@ def bearer_from_header(header: str | None) -> str:
     return token.strip()
 
 
-def authenticate(tx: Tx, principal: Principal, *, token: str, accept: Accept) -> Principal:
-    """Resolve ``token`` to the principal it stands for (``principal`` is the anonymous caller)."""
+def authenticate(
+    tx: Tx, principal: Principal, *, token: str, accept: Accept, limit_ip: bool = False
+) -> Principal:
+    """Resolve ``token`` to the principal it stands for (``principal`` is the anonymous caller,
+    whose label is its IP). ``limit_ip``: refuse an IP over its send-class budget first."""
     assert principal.kind is PrincipalKind.ANONYMOUS
+    if limit_ip:
+        peek_ip(tx, principal.label or "unknown")
     if Accept.SENDER_TOKEN in accept and is_sender_token(token):
         return _sender_token(tx, token)
     if (Accept.DEVICE | Accept.PENDING_DEVICE) & accept and is_device_credential(token):

@@ -77,3 +77,12 @@ def limit_headers(state: LimitState) -> dict[str, str]:
         "X-RateLimit-Reset": str(state.reset_at),
         "X-RateLimit-Resource": state.resource,
     }
+
+
+def peek_send_class(tx: Tx, principal: Principal, *, ip: str) -> tuple[LimitState, LimitState | None]:
+    """The send-class state without charging (headers on a refused request)."""
+    checks = send_class_checks(tx.settings, principal, ip)
+    decision = tx.limiter.peek(checks, tx.clock.now())
+    monthly = [c for c in checks if c.resource == "token_monthly"]
+    monthly_state = tx.limiter.peek(monthly, tx.clock.now()).binding if monthly else None
+    return decision.binding, monthly_state

@@ -24,6 +24,17 @@ PAGE = 100
 
 async def follow_queue(core: Core, principal: Principal, *, after: int) -> AsyncIterator[QueueItem | str]:
     device_id = principal.require_device()
+    core.stream_opened(device_id)
+    try:
+        async for item in _follow(core, principal, device_id, after):
+            yield item
+    finally:
+        core.stream_closed(device_id)
+
+
+async def _follow(
+    core: Core, principal: Principal, device_id: str, after: int
+) -> AsyncIterator[QueueItem | str]:
     # Subscribe before the first read: a wake-up that lands between the two is not lost.
     async with core.fanout.subscribe(device_topic(device_id)) as wakeups:
         last = after

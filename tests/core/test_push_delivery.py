@@ -187,3 +187,27 @@ def test_a_web_app_gets_token_updates_woken_by_web_push(
     received = eventually(lambda: push_service.received)[0]
     assert received.json()["type"] == "notify" and received.json()["seqId"]
     assert push_service.rejections == []
+
+
+@pytest.mark.parametrize(
+    ("priority", "android"), [("min", "normal"), ("low", "normal"), ("default", "high"), ("urgent", "high")]
+)
+def test_a_notification_goes_inline_to_the_phone_at_its_priority(
+    http: TestClient, fcm: FakeFcm, push_core: Core, priority: str, android: str
+) -> None:
+    phone = register_fcm_phone(http, fcm)
+    token = http.post("/v1/tokens", json={"label": "t"}, headers=phone.auth).json()["token"]
+    sent = http.post(
+        "/v1/send",
+        json={"message": "hello", "priority": priority},
+        headers={"Authorization": f"Bearer {token}"},
+    ).json()
+    message = eventually(
+        lambda: [m for m in messages_to(fcm, FCM_TOKEN) if m["data"]["type"] == "notification"]
+    )[0]
+    assert message["android"]["priority"] == android
+    assert message["data"]["msgId"] == sent["id"]
+    payload = open_envelope(
+        base64.b64decode(message["data"]["payload"]), phone.secret_key, push_core.keys.public_key
+    )
+    assert json.loads(payload)["message"] == "hello"

@@ -1,0 +1,68 @@
+"""Reading the fields of a send from JSON, form-encoded, multipart or plain-text bodies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.datastructures import Headers, UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import Request
+
+from core.api.routing import read_body
+from core.errors import RelayError
+
+MAX_FORM_FIELDS = 64
+
+
+async def read_fields(request: Request, limit: int, *, multipart: bool = False) -> dict[str, Any]:
+    """The body's fields. No Content-Type or ``text/plain``: the whole body is ``message``."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    raw = await read_body(request, limit)
+    if content_type in ("", "text/plain"):
+        return {"message": _text(raw)} if raw else {}
+    if content_type == "application/json":
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RelayError("invalid_json") from exc
+        if not isinstance(data, dict):
+            raise RelayError("invalid_body", "The body must be a JSON object.")
+        return data
+    if content_type == "application/x-www-form-urlencoded":
+        try:
+            pairs = parse_qsl(
+                _text(raw), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS, errors="strict"
+            )
+        except ValueError as exc:
+            raise RelayError("invalid_body", "The form is not valid UTF-8 or has too many fields.") from exc
+        return dict(pairs)
+    if content_type == "multipart/form-data" and multipart:
+        return await _multipart(request.headers, raw)
+    raise RelayError("unsupported_content_type", "Send JSON, form-encoded or plain text.")
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RelayError("invalid_body", "The body is not UTF-8 text.") from exc
+
+
+async def _multipart(headers: Headers, raw: bytes) -> dict[str, Any]:
+    async def body() -> AsyncGenerator[bytes, None]:
+        yield raw
+
+    parser = MultiPartParser(headers, body(), max_files=0, max_fields=MAX_FORM_FIELDS)
+    try:
+        form = await parser.parse()
+    except MultiPartException as exc:
+        raise RelayError("invalid_body", "The multipart body could not be read.") from exc
+    fields: dict[str, Any] = {}
+    for key, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            raise RelayError("invalid_body", "Attachments are not accepted.")
+        fields[key] = value
+    return fields

@@ -1,0 +1,183 @@
+"""A Pushover-compatible shim: ``POST /v1/messages.json``, ``GET /v1/sounds.json`` and
+``POST /v1/users/validate.json`` in Pushover's shapes, so existing Pushover client libraries work
+when their base URL points at ``/v1/``. The token travels in the body or the query, not a header."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+from starlette.responses import JSONResponse, Response
+
+from core.api.forms import read_fields
+from core.api.routing import Call, Endpoint
+from core.domain.secrets import is_sender_token, new_prefixed_id
+from core.errors import RelayError
+from core.principal import Principal
+from core.services.auth import Accept, authenticate
+from core.services.device_list import list_devices
+from core.services.limits import limit_headers, peek_send_class
+from core.services.send import send_notification
+
+# Pushover's numeric priorities; 2 (emergency) needs acknowledgements we do not offer.
+PRIORITY_NAMES = {"-2": "min", "-1": "low", "0": "default", "1": "high"}
+SOUNDS = {"pushover": "Pushover (default)", "none": "None (silent)"}
+PASSED_ON = ("message", "title", "priority", "url", "url_title", "device", "ttl")
+
+
+class ShimOk(BaseModel):
+    status: int = Field(description="1")
+    request: str
+
+
+class ShimError(BaseModel):
+    status: int = Field(description="0")
+    errors: list[str]
+    request: str
+
+
+class MessageRequest(BaseModel):
+    token: str
+    message: str
+    user: str | None = None
+    title: str | None = None
+    priority: int | None = Field(default=None, ge=-2, le=2)
+    url: str | None = None
+    url_title: str | None = None
+    device: str | None = None
+    ttl: int | str | None = None
+    sound: str | None = None
+    timestamp: int | None = None
+
+
+async def post_message(call: Call) -> Response:
+    principal: Principal | None = None
+    try:
+        fields = await _shim_fields(call)
+        principal = await _authenticate(call, fields.get("token"))
+        forwarded = {key: fields[key] for key in PASSED_ON if key in fields}
+        forwarded["priority"] = _priority(fields.get("priority"))
+        sent = await call.core.run(send_notification, principal, fields=forwarded, ip=call.ip)
+    except RelayError as error:
+        return await _failure(call, error, principal)
+    headers = _app_headers(sent.monthly) | (limit_headers(sent.rate_limit) if sent.rate_limit else {})
+    return JSONResponse({"status": 1, "request": sent.id}, headers=headers)
+
+
+async def list_sounds(call: Call) -> Response:
+    try:
+        await _authenticate(call, call.request.query_params.get("token"))
+    except RelayError as error:
+        return await _failure(call, error, None)
+    return JSONResponse({"sounds": SOUNDS, "status": 1, "request": new_prefixed_id("req")})
+
+
+async def validate_user(call: Call) -> Response:
+    try:
+        fields = await _shim_fields(call)
+        principal = await _authenticate(call, fields.get("token"))
+        listing = await call.core.run(list_devices, principal)
+    except RelayError as error:
+        return await _failure(call, error, None)
+    names = [device.name or device.device_id for device in listing.devices]
+    return JSONResponse(
+        {
+            "status": 1,
+            "group": 0,
+            "devices": names,
+            "licenses": ["relaybox"],
+            "request": new_prefixed_id("req"),
+        }
+    )
+
+
+async def _shim_fields(call: Call) -> dict[str, Any]:
+    fields: dict[str, Any] = dict(call.request.query_params)
+    fields.update(await read_fields(call.request, call.core.settings.max_body_bytes, multipart=True))
+    return fields
+
+
+async def _authenticate(call: Call, token: Any) -> Principal:
+    if not isinstance(token, str) or not is_sender_token(token):
+        raise RelayError("invalid_token")
+    return await call.core.run(
+        authenticate, Principal.anonymous(call.ip), token=token, accept=Accept.SENDER_TOKEN, limit_ip=True
+    )
+
+
+def _priority(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    text = str(value).strip()
+    if text == "2":
+        raise RelayError("priority_emergency_unsupported")
+    if text not in PRIORITY_NAMES:
+        raise RelayError("invalid_priority", "priority must be one of -2, -1, 0, 1.")
+    return PRIORITY_NAMES[text]
+
+
+async def _failure(call: Call, error: RelayError, principal: Principal | None) -> Response:
+    headers = dict(error.headers)
+    if principal is not None:
+        binding, monthly = await call.core.run(peek_send_class, principal, ip=call.ip)
+        headers = _app_headers(monthly) | limit_headers(binding) | headers
+    body = {"status": 0, "errors": [error.code], "request": new_prefixed_id("req")}
+    return JSONResponse(body, status_code=error.status, headers=headers)
+
+
+def _app_headers(monthly: Any) -> dict[str, str]:
+    if monthly is None:
+        return {}
+    return {
+        "X-Limit-App-Limit": str(monthly.limit),
+        "X-Limit-App-Remaining": str(monthly.remaining),
+        "X-Limit-App-Reset": str(monthly.reset_at),
+    }
+
+
+SHIM_ERRORS = (
+    "invalid_token",
+    "priority_emergency_unsupported",
+    "priority_capped",
+    "payload_too_large",
+    "unsupported_content_type",
+    "rate_limit_exceeded",
+    "invalid_message",
+    "message_too_long",
+)
+
+ENDPOINTS = [
+    Endpoint(
+        "POST",
+        "/v1/messages.json",
+        post_message,
+        "Pushover-compatible send (token in the body or query)",
+        auth=None,
+        body_doc=MessageRequest,
+        response=ShimOk,
+        errors=SHIM_ERRORS,
+        tag="pushover",
+        description="Failures: {status: 0, errors: [code], request} with the status /v1/send would give.",
+    ),
+    Endpoint(
+        "GET",
+        "/v1/sounds.json",
+        list_sounds,
+        "Pushover-compatible sound list",
+        auth=None,
+        response=ShimOk,
+        errors=("invalid_token",),
+        tag="pushover",
+        extra={"query": [{"name": "token", "in": "query", "required": True, "schema": {"type": "string"}}]},
+    ),
+    Endpoint(
+        "POST",
+        "/v1/users/validate.json",
+        validate_user,
+        "Pushover-compatible user validation",
+        auth=None,
+        response=ShimOk,
+        errors=("invalid_token",),
+        tag="pushover",
+    ),
+]

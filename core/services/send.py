@@ -1,0 +1,115 @@
+"""Sending a notification: the server composes it, encrypts it once per target device, pushes it to
+the phone and queues it for the other devices. The plaintext lives only in memory for the call.
+
+Order (so a 4xx never burns quota): per-IP peek (at authentication) → body validation → priority
+cap → envelope size → all counters at once → dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlmodel import col, select
+
+from core.context import Tx
+from core.domain import payloads
+from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
+from core.domain.secrets import new_prefixed_id
+from core.errors import RelayError
+from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
+from core.services.delivery import NOTIFICATION_LIFETIME_S, send_server_message
+from core.services.limits import Limited, charge_send_class
+from core.store.tables import Device
+
+ENVELOPE_MAX_BYTES = 2048
+NORMAL_PRIORITIES = ("min", "low")
+
+
+class DeliveredTo(BaseModel):
+    device_id: str
+    type: str = Field(description="The device's surface kind: phone, extension, pwa, cli, desktop")
+
+
+class SendOut(Limited):
+    id: str = Field(description="msg_ + 32 hex characters")
+    delivered_to: list[DeliveredTo]
+    warnings: list[str]
+
+
+def send_notification(tx: Tx, principal: Principal, *, fields: Mapping[str, Any], ip: str) -> SendOut:
+    """Validate, cap, size-check, charge the limits, then encrypt per device and dispatch."""
+    principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
+    note = checked_notification(fields)
+    _check_priority_cap(principal, note.priority)
+    msg_id = new_prefixed_id("msg")
+    payload = payloads.notification(note, msg_id=msg_id, sent_at=tx.now())
+    size = len(payloads.encode(payload))
+    if size > ENVELOPE_MAX_BYTES:
+        raise RelayError("payload_too_large", details={"size": size, "max": ENVELOPE_MAX_BYTES})
+    devices, warnings = _targets(tx, principal.account_id, note.devices)
+    rate_limit, monthly = charge_send_class(tx, principal, ip)
+    for device in devices:
+        send_server_message(
+            tx,
+            device,
+            payload,
+            msg_id=msg_id,
+            push_type="notification",
+            ttl_s=note.ttl,
+            high_priority=note.priority not in NORMAL_PRIORITIES,
+            max_lifetime_s=NOTIFICATION_LIFETIME_S,
+        )
+    return SendOut(
+        id=msg_id,
+        delivered_to=[DeliveredTo(device_id=d.device_id, type=d.surface_kind) for d in devices],
+        warnings=[*note.warnings, *warnings],
+        rate_limit=rate_limit,
+        monthly=monthly,
+    )
+
+
+def checked_notification(fields: Mapping[str, Any]) -> Notification:
+    try:
+        return parse_notification(fields)
+    except InvalidFieldError as error:
+        raise RelayError(error.code, error.message, details=error.details) from error
+
+
+def _check_priority_cap(principal: Principal, priority: str) -> None:
+    cap = principal.priority_cap
+    if cap is not None and PRIORITIES.index(priority) > PRIORITIES.index(cap):
+        raise RelayError(
+            "priority_capped",
+            f"This token's priority_cap is {cap}.",
+            details={"priority": priority, "priority_cap": cap},
+        )
+
+
+def _targets(tx: Tx, account_id: str, selectors: tuple[str, ...]) -> tuple[list[Device], list[str]]:
+    """Resolve ``all``, ``phone``/``mobile``, ``desktop``, names and ids to the account's devices."""
+    devices = list(
+        tx.session.exec(
+            select(Device).where(col(Device.account_id) == account_id).order_by(col(Device.created_at))
+        ).all()
+    )
+    if not any(d.surface_kind == "phone" for d in devices):
+        raise RelayError("no_phone_device")
+    chosen: dict[str, Device] = {}
+    warnings: list[str] = []
+    for selector in selectors:
+        wanted = selector.lower()
+        if wanted == "all":
+            matched = devices
+        elif wanted in ("phone", "mobile"):
+            matched = [d for d in devices if d.surface_kind == "phone"]
+        elif wanted == "desktop":
+            matched = [d for d in devices if d.surface_kind != "phone"]
+        else:
+            matched = [d for d in devices if d.device_id == selector or d.name.lower() == wanted]
+        if not matched:
+            warnings.append(f"device: nothing matches {selector!r}")
+        for device in matched:
+            chosen.setdefault(device.device_id, device)
+    return list(chosen.values()), warnings

@@ -1,0 +1,39 @@
+"""Secrets never reach a log line: the path-token alias, sender tokens and device credentials."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from connector.logs import RedactSecrets, log_config
+from core.domain.secrets import new_device_credential, new_sender_token
+from core.redaction import redact
+
+
+def test_the_path_alias_is_redacted_whatever_the_token_looks_like() -> None:
+    assert redact("POST /v1/send/rfk_live_abc HTTP/1.1") == "POST /v1/send/[redacted] HTTP/1.1"
+    assert redact("/v1/send/anything?x=1") == "/v1/send/[redacted]?x=1"
+
+
+def test_token_shaped_secrets_are_redacted_anywhere() -> None:
+    token, credential = new_sender_token(), new_device_credential()
+    text = redact(f"saw {token} and {credential} in a message")
+    assert token not in text and credential not in text
+    assert text == "saw [redacted] and [redacted] in a message"
+
+
+def test_uvicorns_access_log_record_is_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    token = new_sender_token()
+    logger = logging.getLogger("uvicorn.access.test")
+    logger.addFilter(RedactSecrets())
+    with caplog.at_level(logging.INFO, logger="uvicorn.access.test"):
+        logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "POST", f"/v1/send/{token}", "1.1", 200)
+    assert token not in caplog.text
+    assert "/v1/send/[redacted]" in caplog.text
+
+
+def test_every_serve_handler_has_the_filter() -> None:
+    config = log_config()
+    assert config["handlers"]
+    assert all(handler["filters"] == ["redact"] for handler in config["handlers"].values())

@@ -1,0 +1,140 @@
+"""Send-class rate limits: layers, headers, Retry-After, and that a 4xx never burns quota."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from connector.app import create_app
+from core.adapters.limits.base import LimitCheck, WindowKind
+from core.bootstrap import build_core
+from core.clock import ManualClock
+from core.context import Core
+from core.settings import Settings
+from tests.helpers import create_token, error_code, register_phone
+
+LIMITS = {
+    "limit_token_burst": 3,
+    "limit_token_monthly": 5,
+    "limit_receiver_daily": 1000,
+    "limit_ip_minute": 1000,
+    "limit_ip_hour": 10_000,
+}
+
+
+def make_client(
+    settings: Settings, clock: ManualClock, **overrides: Any
+) -> Iterator[tuple[TestClient, Core]]:
+    core = build_core(settings.model_copy(update={**LIMITS, **overrides}), clock=clock)
+    with TestClient(create_app(core=core)) as client:
+        yield client, core
+    core.engine.dispose()
+
+
+@pytest.fixture
+def limited(settings: Settings, clock: ManualClock) -> Iterator[tuple[TestClient, Core]]:
+    yield from make_client(settings, clock)
+
+
+def token_for(client: TestClient) -> dict[str, str]:
+    phone = register_phone(client)
+    return {"Authorization": f"Bearer {create_token(client, phone)['token']}"}
+
+
+def test_every_success_carries_the_binding_layer(limited: tuple[TestClient, Core]) -> None:
+    client, _ = limited
+    headers = token_for(client)
+    response = client.post("/v1/send", content=b"hi", headers=headers)
+    assert response.headers["x-ratelimit-resource"] == "token_burst"
+    assert (response.headers["x-ratelimit-limit"], response.headers["x-ratelimit-remaining"]) == ("3", "2")
+    assert int(response.headers["x-ratelimit-reset"]) > 0
+
+
+def test_the_burst_limit_answers_429_with_retry_after(
+    limited: tuple[TestClient, Core], clock: ManualClock
+) -> None:
+    client, _ = limited
+    headers = token_for(client)
+    for _ in range(3):
+        assert client.post("/v1/send", content=b"hi", headers=headers).status_code == 200
+        clock.advance(10)
+    refused = client.post("/v1/send", content=b"hi", headers=headers)
+    assert refused.status_code == 429 and error_code(refused) == "rate_limit_exceeded"
+    assert refused.headers["x-ratelimit-resource"] == "token_burst"
+    assert refused.headers["x-ratelimit-remaining"] == "0"
+    assert refused.headers["retry-after"] == "30"
+    clock.advance(30)
+    assert client.post("/v1/send", content=b"hi", headers=headers).status_code == 200
+
+
+def test_the_monthly_limit_binds_until_the_next_utc_month(
+    limited: tuple[TestClient, Core], clock: ManualClock
+) -> None:
+    client, _ = limited
+    headers = token_for(client)
+    for _ in range(5):
+        assert client.post("/v1/send", content=b"hi", headers=headers).status_code == 200
+        clock.advance(61)
+    refused = client.post("/v1/send", content=b"hi", headers=headers)
+    assert refused.status_code == 429 and refused.headers["x-ratelimit-resource"] == "token_monthly"
+    clock.advance(31 * 86_400)
+    assert client.post("/v1/send", content=b"hi", headers=headers).status_code == 200
+
+
+def test_the_receiving_account_limit_spans_its_tokens(settings: Settings, clock: ManualClock) -> None:
+    for client, _ in make_client(settings, clock, limit_receiver_daily=2):
+        phone = register_phone(client)
+        tokens = [create_token(client, phone)["token"] for _ in range(2)]
+        for token in tokens:
+            assert (
+                client.post(
+                    "/v1/send", content=b"hi", headers={"Authorization": f"Bearer {token}"}
+                ).status_code
+                == 200
+            )
+        third = create_token(client, phone)["token"]
+        refused = client.post("/v1/send", content=b"hi", headers={"Authorization": f"Bearer {third}"})
+        assert refused.status_code == 429 and refused.headers["x-ratelimit-resource"] == "receiver_daily"
+
+
+def test_the_ip_limit_refuses_before_the_token_is_even_looked_up(
+    settings: Settings, clock: ManualClock
+) -> None:
+    for client, _ in make_client(settings, clock, limit_ip_minute=2):
+        headers = token_for(client)
+        for _ in range(2):
+            assert client.post("/v1/send", content=b"hi", headers=headers).status_code == 200
+        refused = client.post(
+            "/v1/send", content=b"hi", headers={"Authorization": "Bearer rfk_live_" + "x" * 32}
+        )
+        assert refused.status_code == 429 and refused.headers["x-ratelimit-resource"] == "ip_minute"
+
+
+def test_a_thousand_invalid_requests_leave_the_monthly_counter_untouched(
+    limited: tuple[TestClient, Core], clock: ManualClock
+) -> None:
+    client, core = limited
+    phone = register_phone(client)
+    created = create_token(client, phone, priority_cap="default")
+    headers = {"Authorization": f"Bearer {created['token']}"}
+    bad_bodies: list[dict[str, Any]] = [
+        {"json": {"message": ""}},
+        {"json": {"message": "m", "priority": "urgent"}},
+        {"json": {"message": "m" * 1500, "title": "t" * 100, "url": "https://x.example/" + "p" * 480}},
+        {"content": b"{bad", "headers": {"content-type": "application/json"}},
+        {"json": {"message": "m", "url": "nope"}},
+    ]
+    for n in range(1000):
+        kwargs = bad_bodies[n % len(bad_bodies)]
+        response = client.post(
+            "/v1/send",
+            headers={**headers, **kwargs.get("headers", {})},
+            **{k: v for k, v in kwargs.items() if k != "headers"},
+        )
+        assert 400 <= response.status_code < 500 and response.status_code != 429
+    monthly = LimitCheck("token_monthly", str(created["id"]), 5, kind=WindowKind.CALENDAR_MONTH)
+    assert core.limiter.peek([monthly], clock.now()).binding.remaining == 5
+    assert client.post("/v1/send", content=b"finally", headers=headers).status_code == 200
