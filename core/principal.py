@@ -74,6 +74,18 @@ class Principal:
         )
 
     @classmethod
+    def connector_grant(
+        cls, *, account_id: str, client_id: str, grant_id: str, scopes: frozenset[str]
+    ) -> Principal:
+        return cls(
+            kind=PrincipalKind.CONNECTOR_GRANT,
+            account_id=account_id,
+            scopes=scopes,
+            client_id=client_id,
+            grant_id=grant_id,
+        )
+
+    @classmethod
     def device(cls, *, account_id: str, device_id: str, surface_kind: str) -> Principal:
         return cls(
             kind=PrincipalKind.DEVICE,
@@ -90,6 +102,15 @@ class Principal:
     def anonymous(cls, ip: str) -> Principal:
         """An unauthenticated caller of a public route (pair/init, phone registration)."""
         return cls(kind=PrincipalKind.ANONYMOUS, account_id="", label=ip)
+
+    @property
+    def owner_key(self) -> str:
+        """Who owns what this principal creates (interactions): one token, one grant or one device."""
+        if self.kind is PrincipalKind.SENDER_TOKEN:
+            return f"token:{self.token_id}"
+        if self.kind is PrincipalKind.CONNECTOR_GRANT:
+            return f"grant:{self.grant_id}"
+        return f"device:{self.device_id}"
 
     @property
     def is_phone(self) -> bool:

@@ -55,6 +55,18 @@ class Settings(BaseSettings):
     limit_ip_minute: int = Field(default=20, ge=1, description="per client IP per rolling minute")
     limit_ip_hour: int = Field(default=200, ge=1, description="per client IP per rolling hour")
 
+    # Phone operations. Minimum phone app builds per feature (0: any reported build).
+    min_build_reminders: int = Field(default=0, ge=0)
+    min_build_interactions: int = Field(default=0, ge=0)
+    min_build_ring: int = Field(default=0, ge=0)
+    min_build_documents: int = Field(default=0, ge=0)
+    reminder_min_lead_s: int = Field(
+        default=60, ge=1, description="How far ahead a reminder must be; lowered only in tests and demos"
+    )
+    ring_duration_s: int = Field(default=60, ge=1, le=300)
+    documents_enabled: bool = False
+    document_parking_s: int = Field(default=3600, ge=60, le=3600)
+
     # Push services. Each is used only when configured (and its extra installed).
     fcm_credentials_file: Path | None = Field(default=None, description="Firebase service-account JSON")
     fcm_url: str | None = Field(default=None, description="Override of the FCM send URL (tests, proxies)")

@@ -6,6 +6,7 @@ import base64
 from dataclasses import dataclass, field
 
 import httpx
+from sqlalchemy import Engine, MetaData, select
 from starlette.testclient import TestClient
 
 from core.domain.keys import generate_keypair
@@ -80,3 +81,23 @@ def error_code(response: object) -> str:
     body = response.json()  # type: ignore[attr-defined]
     error = body["error"]
     return error if isinstance(error, str) else error["code"]
+
+
+def tables_containing(engine: Engine, marker: str) -> list[str]:
+    """Every table in which some row holds ``marker`` in any column (text or bytes)."""
+    metadata = MetaData()
+    metadata.reflect(engine)
+    found = []
+    with engine.connect() as connection:
+        for table in metadata.sorted_tables:
+            for row in connection.execute(select(table)):
+                if any(_holds(value, marker) for value in row):
+                    found.append(table.name)
+                    break
+    return found
+
+
+def _holds(value: object, marker: str) -> bool:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return marker.encode() in bytes(value)
+    return marker in str(value)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from core.api import devices, health, pairing, pushover, relay, send, tokens
+from core.api import devices, health, pairing, phone, pushover, relay, send, tokens
 from core.api.health import openapi_response
 from core.api.openapi import build_openapi
 from core.api.routing import Endpoint
 from core.context import Core
+from core.settings import Settings
 
-ENDPOINTS: list[Endpoint] = [
+BASE_ENDPOINTS: list[Endpoint] = [
     *health.ENDPOINTS,
     *devices.ENDPOINTS,
     *pairing.ENDPOINTS,
@@ -21,10 +22,16 @@ ENDPOINTS: list[Endpoint] = [
 ]
 
 
+def endpoints(settings: Settings) -> list[Endpoint]:
+    """Every route the settings turn on (documents only when enabled: otherwise a plain 404)."""
+    return [*BASE_ENDPOINTS, *phone.endpoints(settings)]
+
+
 def api_routes(core: Core) -> list[BaseRoute]:
     """The Starlette routes of the REST API plus ``/openapi.json``."""
-    document = build_openapi(ENDPOINTS, server_url=core.settings.base_url)
-    routes: list[BaseRoute] = [endpoint.route(core) for endpoint in ENDPOINTS]
+    listed = endpoints(core.settings)
+    document = build_openapi(listed, server_url=core.settings.base_url)
+    routes: list[BaseRoute] = [endpoint.route(core) for endpoint in listed]
     routes.append(
         Route("/openapi.json", openapi_response(document), methods=["GET"], include_in_schema=False)
     )

@@ -12,7 +12,7 @@ from core.api.routing import Call, Endpoint
 from core.errors import RelayError
 from core.services import relay
 from core.services.auth import Accept
-from core.services.stream import KEEPALIVE, follow_queue
+from core.services.stream import KEEPALIVE, LivePush, follow_queue
 
 EVENT_NAMES = {"push": "push", "token_update": "token_update"}
 
@@ -39,9 +39,12 @@ def replay_point(since_id: str | None, last_event_id: str | None) -> int:
     return int(raw)
 
 
-async def sse_frames(items: AsyncIterator[relay.QueueItem | str]) -> AsyncIterator[str]:
+async def sse_frames(items: AsyncIterator[relay.QueueItem | LivePush | str]) -> AsyncIterator[str]:
     yield ": relaybox stream\n\n"
     async for item in items:
+        if isinstance(item, LivePush):
+            yield f"event: push\ndata: {json.dumps(item.data, separators=(',', ':'))}\n\n"
+            continue
         if item == KEEPALIVE or not isinstance(item, relay.QueueItem):
             yield ": keep-alive\n\n"
             continue

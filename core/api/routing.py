@@ -26,7 +26,7 @@ from core.services.limits import Limited, limit_headers
 M = TypeVar("M", bound=BaseModel)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Call:
     request: Request
     core: Core
@@ -34,6 +34,7 @@ class Call:
     body: BaseModel | None
     path: dict[str, str]
     ip: str
+    status: int | None = None  # a handler may choose between documented statuses (201 or 200)
 
     def body_as(self, model: type[M]) -> M:
         assert isinstance(self.body, model)
@@ -87,13 +88,14 @@ class Endpoint:
         result = await self.handler(call)
         if isinstance(result, Response):
             return result
+        status = call.status or self.status
         if result is None:
-            return Response(status_code=self.status)
+            return Response(status_code=status)
         headers = (
             limit_headers(result.rate_limit) if isinstance(result, Limited) and result.rate_limit else None
         )
         return JSONResponse(
-            result.model_dump(mode="json", exclude_none=True), status_code=self.status, headers=headers
+            result.model_dump(mode="json", exclude_none=True), status_code=status, headers=headers
         )
 
 

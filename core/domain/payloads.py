@@ -62,6 +62,34 @@ def notification(note: Notification, *, msg_id: str, sent_at: int) -> dict[str, 
     )
 
 
+def reminder(*, reminder_id: str, fire_at: int, message: str) -> dict[str, Any]:
+    """Arm a reminder on the phone; the phone fires it itself at ``fire_at``."""
+    return {"type": "reminder", "reminder_id": reminder_id, "fire_at": fire_at, "message": message}
+
+
+def reminder_cancel(*, reminder_id: str) -> dict[str, Any]:
+    """Disarm a reminder; the phone ignores ids it does not know."""
+    return {"type": "reminder_cancel", "reminder_id": reminder_id}
+
+
+def interaction_request(
+    *, interaction_id: str, question: str, choices: list[str], expires_at: int
+) -> dict[str, Any]:
+    """A question for the phone; it answers with the index of the tapped choice."""
+    return {
+        "type": "interaction_request",
+        "id": interaction_id,
+        "question": question,
+        "choices": choices,
+        "expires_at": expires_at,
+    }
+
+
+def document(*, document_id: str, filename: str, content: str) -> dict[str, Any]:
+    """A text document for the phone's Downloads folder (parked as ciphertext until pulled)."""
+    return {"type": "document", "document_id": document_id, "filename": filename, "content": content}
+
+
 def encode(payload: dict[str, Any]) -> bytes:
     return canonical_json(payload)
 

@@ -5,6 +5,7 @@ envelopes. Operations call these inside their transaction; pushes leave after co
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from core.adapters.push.base import PushMessage, PushTarget, WebPushSubscription
 from core.context import Tx
 from core.domain import payloads
 from core.domain.canonical import canonical_json
-from core.events import EnvelopeQueued, PushRequested
+from core.events import EnvelopeQueued, Published, PushRequested, device_topic
 from core.store.tables import Device, QueuedEnvelope, WebPushSubscriptionRow
 
 QUEUE_CAP = 200
@@ -97,23 +98,27 @@ def push_target(tx: Tx, device: Device) -> PushTarget:
     )
 
 
-def request_push(tx: Tx, target: PushTarget, message: PushMessage) -> bool:
-    """Hand a push to the device's push service after commit; a device without one gets it as a
-    ``push`` entry on its queue (stream delivery, store-and-forward for ``ttl_s`` like FCM).
+def request_push(tx: Tx, target: PushTarget, message: PushMessage, *, store: bool = True) -> bool:
+    """Hand a push to the device's push service after commit. A device without one gets it on its
+    open ``/v1/sync`` stream: ``store=True`` keeps it on the queue for ``ttl_s`` (store-and-forward,
+    as FCM does); ``store=False`` (ring, reminders: nothing retained) reaches only open streams.
 
     Returns whether a push service (rather than the stream) carries it.
     """
     if tx.push_available(target):
         tx.emit(PushRequested(target, message))
         return True
-    enqueue(
-        tx,
-        target.device_id,
-        sender=SERVER_SENDER,
-        type="push",
-        blob=canonical_json(message.data()),
-        ttl_s=message.ttl_s,
-    )
+    if store:
+        enqueue(
+            tx,
+            target.device_id,
+            sender=SERVER_SENDER,
+            type="push",
+            blob=canonical_json(message.data()),
+            ttl_s=message.ttl_s,
+        )
+    else:
+        tx.emit(Published(device_topic(target.device_id), json.dumps({"push": message.data()})))
     return False
 
 
@@ -142,7 +147,9 @@ def send_server_message(
         if push_type is None:
             raise ValueError("an unqueued message must be pushed inline")
         inline = PushMessage(push_type, {"msgId": msg_id, "payload": blob_b64}, high_priority, ttl_s)
-        return Delivery(device.device_id, None, request_push(tx, push_target(tx, device), inline))
+        return Delivery(
+            device.device_id, None, request_push(tx, push_target(tx, device), inline, store=False)
+        )
     seq = enqueue(
         tx, device.device_id, sender=SERVER_SENDER, type=str(payload["type"]), blob=blob, ttl_s=ttl_s
     )

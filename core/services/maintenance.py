@@ -10,7 +10,15 @@ from sqlmodel import col
 from core.context import Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
-from core.store.tables import PairingCode, PairResult, QueuedEnvelope, RegistrationChallenge, SenderToken
+from core.store.tables import (
+    Interaction,
+    PairingCode,
+    PairResult,
+    ParkedDocument,
+    QueuedEnvelope,
+    RegistrationChallenge,
+    SenderToken,
+)
 
 EXPIRED_CODE_GRACE_S = 3600
 
@@ -33,6 +41,9 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
         "registration_challenges": delete(RegistrationChallenge).where(
             col(RegistrationChallenge.expires_at) <= now
         ),
+        "parked_documents": delete(ParkedDocument).where(col(ParkedDocument.expires_at) <= now),
+        # Kept a day past expiry so a caller polling late still hears "expired", not "not found".
+        "interactions": delete(Interaction).where(col(Interaction.expires_at) <= now - 86_400),
         "revoked_tokens": delete(SenderToken).where(
             col(SenderToken.revoked_at) <= now - tx.settings.revoked_token_retention_s
         ),

@@ -1,15 +1,16 @@
 """Following a device's queue live: replay what is queued after a sequence id, then wait for
 fan-out wake-ups (never polling the database) and read what they announce.
 
-Yields queue items and, when nothing happened for the keep-alive interval, ``KEEPALIVE``. Ends
-when the device's credential is revoked.
+Yields queue items, live pushes (not kept: ring, reminders) and, when nothing happened for the
+keep-alive interval, ``KEEPALIVE``. Ends when the device's credential is revoked.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 import anyio
 
@@ -22,7 +23,16 @@ KEEPALIVE: Final = "keepalive"
 PAGE = 100
 
 
-async def follow_queue(core: Core, principal: Principal, *, after: int) -> AsyncIterator[QueueItem | str]:
+@dataclass(frozen=True, slots=True)
+class LivePush:
+    """A push for a device without a push service that is not kept (ring, reminders): no seq."""
+
+    data: dict[str, Any]
+
+
+async def follow_queue(
+    core: Core, principal: Principal, *, after: int
+) -> AsyncIterator[QueueItem | LivePush | str]:
     device_id = principal.require_device()
     core.stream_opened(device_id)
     try:
@@ -34,7 +44,7 @@ async def follow_queue(core: Core, principal: Principal, *, after: int) -> Async
 
 async def _follow(
     core: Core, principal: Principal, device_id: str, after: int
-) -> AsyncIterator[QueueItem | str]:
+) -> AsyncIterator[QueueItem | LivePush | str]:
     # Subscribe before the first read: a wake-up that lands between the two is not lost.
     async with core.fanout.subscribe(device_topic(device_id)) as wakeups:
         last = after
@@ -46,17 +56,15 @@ async def _follow(
             if len(page.items) == PAGE:
                 continue  # more is waiting
             with anyio.move_on_after(core.settings.stream_keepalive_s) as waited:
-                _topic, message = await wakeups.receive()
+                received: tuple[str, str] | None = await wakeups.receive()
             if waited.cancelled_caught:
                 yield KEEPALIVE
                 continue
-            if _revoked(message):
-                return
-            while (pending := wakeups.receive_nowait()) is not None:  # coalesce a burst into one read
-                if _revoked(pending[1]):
+            while received is not None:  # a burst of wake-ups is read from the store once
+                message = json.loads(received[1])
+                if message.get("revoked"):
                     return
+                if isinstance(message.get("push"), dict):
+                    yield LivePush(message["push"])
+                received = wakeups.receive_nowait()
             wakeups.overflowed = False
-
-
-def _revoked(message: str) -> bool:
-    return bool(json.loads(message).get("revoked"))

@@ -137,3 +137,33 @@ class QueuedEnvelope(SQLModel, table=True):
     blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     created_at: int
     expires_at: int = Field(index=True)
+
+
+class Interaction(SQLModel, table=True):
+    """A question put to the phone. Its text and choices are never stored: only a keyed digest
+    used to recognise a duplicate request, and how many choices there were."""
+
+    __tablename__ = "interactions"
+
+    interaction_id: str = Field(primary_key=True, max_length=40)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    owner: str = Field(max_length=48)
+    dedupe_digest: str = Field(index=True, max_length=64)
+    choice_count: int
+    created_at: int
+    expires_at: int = Field(index=True)
+    choice_index: int | None = None
+    answered_at: int | None = None
+
+
+class ParkedDocument(SQLModel, table=True):
+    """A document for the phone, as ciphertext only (filename and content are inside), until pulled."""
+
+    __tablename__ = "parked_documents"
+
+    document_id: str = Field(primary_key=True, max_length=40)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    phone_device_id: str = Field(max_length=36)
+    blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    byte_length: int
+    expires_at: int = Field(index=True)

@@ -1,0 +1,179 @@
+"""Phone operations: reminders, questions with long-poll answers, ring, documents."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from core.api.routing import Call, Endpoint
+from core.errors import RelayError
+from core.services import documents, interactions, reminders, ring
+from core.services.auth import Accept
+from core.settings import Settings
+
+CALLERS = Accept.SENDER_TOKEN  # connector grants reach the same operations in process
+GATED = ("no_phone_device", "phone_app_outdated", "rate_limit_exceeded", "insufficient_scope")
+
+
+async def create_reminder(call: Call) -> BaseModel:
+    body = call.body_as(reminders.ReminderCreate)
+    return await call.core.run(reminders.create_reminder, call.principal, body=body, ip=call.ip)
+
+
+async def cancel_reminder(call: Call) -> BaseModel:
+    reminder_id = call.path["reminder_id"]
+    return await call.core.run(reminders.cancel_reminder, call.principal, reminder_id=reminder_id, ip=call.ip)
+
+
+async def create_interaction(call: Call) -> BaseModel:
+    body = call.body_as(interactions.InteractionCreate)
+    result = await call.core.run(interactions.create_interaction, call.principal, body=body, ip=call.ip)
+    call.status = 201 if result.created else 200
+    return result
+
+
+async def get_interaction(call: Call) -> BaseModel:
+    wait = wait_seconds(call.request.query_params.get("wait"))
+    interaction_id = call.path["interaction_id"]
+    return await call.core.run(
+        interactions.poll_interaction, call.principal, interaction_id=interaction_id, wait=wait
+    )
+
+
+async def answer_interaction(call: Call) -> BaseModel:
+    body = call.body_as(interactions.Answer)
+    interaction_id = call.path["interaction_id"]
+    return await call.core.run(
+        interactions.answer_interaction, call.principal, interaction_id=interaction_id, body=body
+    )
+
+
+async def ring_device(call: Call) -> BaseModel:
+    return await call.core.run(ring.ring_phone, call.principal, device_id=call.path["device_id"], ip=call.ip)
+
+
+async def send_document(call: Call) -> BaseModel:
+    body = call.body_as(documents.DocumentCreate)
+    return await call.core.run(documents.send_document, call.principal, body=body, ip=call.ip)
+
+
+async def pull_document(call: Call) -> BaseModel:
+    return await call.core.run(documents.pull_document, call.principal, document_id=call.path["document_id"])
+
+
+def wait_seconds(raw: str | None) -> int:
+    """``wait`` defaults to 20; whole seconds, clamped to 0-45 by the operation."""
+    if raw is None or raw == "":
+        return interactions.WAIT_DEFAULT_S
+    text = raw.strip()
+    if not text.lstrip("-").isdigit() or len(text) > 12:
+        raise RelayError("invalid_wait")
+    return int(text)
+
+
+WAIT = {"name": "wait", "in": "query", "required": False, "schema": {"type": "integer", "default": 20}}
+
+
+def endpoints(settings: Settings) -> list[Endpoint]:
+    listed = [
+        Endpoint(
+            "POST",
+            "/v1/reminders",
+            create_reminder,
+            "Schedule a reminder the phone fires itself",
+            auth=CALLERS,
+            body=reminders.ReminderCreate,
+            response=reminders.ReminderOut,
+            status=201,
+            errors=("fire_at_too_soon", "fire_at_too_far", *GATED),
+            tag="phone",
+        ),
+        Endpoint(
+            "DELETE",
+            "/v1/reminders/{reminder_id}",
+            cancel_reminder,
+            "Forward a reminder cancel to the phone",
+            auth=CALLERS,
+            response=reminders.CancelOut,
+            status=202,
+            errors=("invalid_reminder_id", "no_phone_device", "rate_limit_exceeded", "insufficient_scope"),
+            tag="phone",
+        ),
+        Endpoint(
+            "POST",
+            "/v1/interactions",
+            create_interaction,
+            "Ask the phone a question with 2-4 answers",
+            auth=CALLERS,
+            body=interactions.InteractionCreate,
+            response=interactions.InteractionOut,
+            status=201,
+            errors=("too_many_pending", *GATED),
+            tag="phone",
+            extra={"also": {200: "A duplicate: the existing interaction, no second prompt"}},
+        ),
+        Endpoint(
+            "GET",
+            "/v1/interactions/{interaction_id}",
+            get_interaction,
+            "Poll a question, waiting up to `wait` seconds (0-45) for the answer",
+            auth=CALLERS,
+            response=interactions.InteractionOut,
+            errors=("not_found", "invalid_wait"),
+            tag="phone",
+            extra={"query": [WAIT]},
+        ),
+        Endpoint(
+            "POST",
+            "/v1/interactions/{interaction_id}/answer",
+            answer_interaction,
+            "The phone answers (first tap wins)",
+            auth=Accept.DEVICE,
+            body=interactions.Answer,
+            response=interactions.InteractionOut,
+            errors=("not_found", "invalid_choice", "already_answered", "interaction_expired", "not_a_phone"),
+            tag="phone",
+        ),
+        Endpoint(
+            "POST",
+            "/v1/devices/{device_id}/ring",
+            ring_device,
+            "Ring the phone (fire-and-forget)",
+            auth=CALLERS,
+            response=ring.RingOut,
+            status=202,
+            errors=("not_found", *GATED),
+            tag="phone",
+        ),
+    ]
+    if settings.documents_enabled:
+        listed += [
+            Endpoint(
+                "POST",
+                "/v1/documents",
+                send_document,
+                "Send a text document into the phone's Downloads",
+                auth=CALLERS,
+                body=documents.DocumentCreate,
+                response=documents.DocumentOut,
+                status=201,
+                errors=(
+                    "invalid_filename",
+                    "invalid_content",
+                    "content_too_large",
+                    "phone_app_unknown",
+                    *GATED,
+                ),
+                tag="phone",
+            ),
+            Endpoint(
+                "GET",
+                "/v1/documents/{document_id}",
+                pull_document,
+                "The phone pulls its parked document",
+                auth=Accept.DEVICE,
+                response=documents.PulledDocument,
+                errors=("not_found", "not_a_phone"),
+                tag="phone",
+            ),
+        ]
+    return listed

@@ -1,0 +1,52 @@
+"""The phone-capability gate: the account's phone, and whether its app build supports a feature.
+
+| feature       | build too old        | never reported a build                   |
+|---------------|----------------------|------------------------------------------|
+| reminders     | 426 phone_app_outdated | allowed, with a warning                |
+| interactions  | 426                  | allowed silently                         |
+| ring          | 426                  | allowed, with a warning                  |
+| documents     | 426                  | 428 phone_app_unknown                    |
+"""
+
+from __future__ import annotations
+
+import enum
+
+from sqlmodel import col, select
+
+from core.context import Tx
+from core.errors import RelayError
+from core.store.tables import Device
+
+UNKNOWN_BUILD_WARNING = "the phone has never reported its app version, so support for this is uncertain"
+
+
+class Feature(enum.Enum):
+    REMINDERS = "reminders"
+    INTERACTIONS = "interactions"
+    RING = "ring"
+    DOCUMENTS = "documents"
+
+
+def account_phone(tx: Tx, account_id: str) -> Device:
+    """The account's phone, or 409 ``no_phone_device``."""
+    phone = tx.session.exec(
+        select(Device)
+        .where(col(Device.account_id) == account_id, col(Device.surface_kind) == "phone")
+        .order_by(col(Device.created_at))
+    ).first()
+    if phone is None:
+        raise RelayError("no_phone_device")
+    return phone
+
+
+def gate(tx: Tx, phone: Device, feature: Feature) -> list[str]:
+    """Raise when the phone cannot do ``feature``; return the warnings the caller should see."""
+    minimum: int = getattr(tx.settings, f"min_build_{feature.value}")
+    if phone.app_build is None:
+        if feature is Feature.DOCUMENTS:
+            raise RelayError("phone_app_unknown")
+        return [] if feature is Feature.INTERACTIONS else [UNKNOWN_BUILD_WARNING]
+    if phone.app_build < minimum:
+        raise RelayError("phone_app_outdated", details={"app_build": phone.app_build, "minimum": minimum})
+    return []

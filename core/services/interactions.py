@@ -1,0 +1,202 @@
+"""Questions put to the phone with 2-4 answer buttons; the first tap wins.
+
+The question and choices exist only in memory and inside the envelope to the phone. The server
+keeps a keyed digest (to recognise a duplicate request until the interaction expires, even after
+an answer), the number of choices, and the answer's index and time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Annotated, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
+from sqlalchemy import update
+from sqlmodel import col, func, select
+
+from core.context import Core, Tx
+from core.domain import payloads
+from core.domain.canonical import canonical_json
+from core.domain.secrets import new_prefixed_id
+from core.errors import RelayError
+from core.events import Published
+from core.principal import SCOPE_APPROVALS_WRITE, Principal
+from core.services.capability import Feature, account_phone, gate
+from core.services.delivery import send_server_message
+from core.services.devices import own_device
+from core.services.limits import Limited, charge_send_class
+from core.store.tables import Account, Interaction
+
+MAX_PENDING = 10
+WAIT_DEFAULT_S = 20
+WAIT_MAX_S = 45
+
+Status = Literal["pending", "answered", "expired"]
+Choice = Annotated[str, StringConstraints(min_length=1, max_length=48)]
+
+
+class InteractionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, max_length=1000)
+    choices: list[Choice] = Field(default=["Approve", "Deny"], min_length=2, max_length=4)
+    expires_in_seconds: StrictInt = Field(default=600, ge=60, le=86_400)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+class InteractionOut(Limited):
+    id: str
+    status: Status
+    created: bool = Field(description="False when this answers a duplicate request")
+    expires_at: int
+    choice_index: int | None = Field(default=None, description="Index into the caller's own choices")
+    answered_at: int | None = None
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    choice_index: StrictInt = Field(ge=0, le=3)
+
+
+def answered_topic(interaction_id: str) -> str:
+    return f"interaction:{interaction_id}"
+
+
+def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate, ip: str) -> InteractionOut:
+    """Ask the phone; a duplicate (same key, or same question and choices from the same caller)
+    within the interaction's lifetime returns the existing one and sends no second prompt."""
+    principal.require_scope(SCOPE_APPROVALS_WRITE)
+    # One creator at a time per account (a row lock on PostgreSQL): the duplicate check and the
+    # pending cap then hold under concurrent requests.
+    tx.session.exec(select(Account).where(col(Account.account_id) == principal.account_id).with_for_update())
+    now = tx.now()
+    digest = _dedupe_digest(tx, principal, body)
+    existing = tx.session.exec(
+        select(Interaction).where(
+            col(Interaction.owner) == principal.owner_key,
+            col(Interaction.dedupe_digest) == digest,
+            col(Interaction.expires_at) > now,
+        )
+    ).first()
+    if existing is not None:
+        return _out(existing, now, created=False)
+    phone = account_phone(tx, principal.account_id)
+    gate(tx, phone, Feature.INTERACTIONS)
+    pending = tx.session.exec(
+        select(func.count())
+        .select_from(Interaction)
+        .where(
+            col(Interaction.account_id) == principal.account_id,
+            col(Interaction.choice_index).is_(None),
+            col(Interaction.expires_at) > now,
+        )
+    ).one()
+    if pending >= MAX_PENDING:
+        raise RelayError("too_many_pending", details={"max": MAX_PENDING})
+    rate_limit, _ = charge_send_class(tx, principal, ip)
+    row = Interaction(
+        interaction_id=new_prefixed_id("int"),
+        account_id=principal.account_id,
+        owner=principal.owner_key,
+        dedupe_digest=digest,
+        choice_count=len(body.choices),
+        created_at=now,
+        expires_at=now + body.expires_in_seconds,
+    )
+    tx.session.add(row)
+    prompt = payloads.interaction_request(
+        interaction_id=row.interaction_id,
+        question=body.question,
+        choices=body.choices,
+        expires_at=row.expires_at,
+    )
+    send_server_message(
+        tx,
+        phone,
+        prompt,
+        msg_id=new_prefixed_id("msg"),
+        push_type="interaction_request",
+        ttl_s=body.expires_in_seconds,
+        high_priority=True,
+    )
+    return _out(row, now, created=True).model_copy(update={"rate_limit": rate_limit})
+
+
+def get_interaction(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
+    """The interaction's state; 404 for an unknown id or another principal's."""
+    row = tx.session.get(Interaction, interaction_id)
+    if row is None or row.owner != principal.owner_key:
+        raise RelayError("not_found")
+    return _out(row, tx.now(), created=False)
+
+
+async def poll_interaction(
+    core: Core, principal: Principal, *, interaction_id: str, wait: int
+) -> InteractionOut:
+    """The interaction's state, waiting up to ``wait`` seconds (clamped to 0-45) for the answer.
+
+    Woken by the answer's fan-out event, which may come from another replica; no transaction is
+    held and the database is not polled while waiting.
+    """
+    wait = max(0, min(wait, WAIT_MAX_S))
+    async with core.fanout.subscribe(answered_topic(interaction_id)) as answered:
+        current = await core.run(get_interaction, principal, interaction_id=interaction_id)
+        remaining = min(float(wait), current.expires_at - core.clock.now())
+        if current.status != "pending" or remaining <= 0:
+            return current
+        with anyio.move_on_after(remaining):
+            await answered.receive()
+    return await core.run(get_interaction, principal, interaction_id=interaction_id)
+
+
+def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, body: Answer) -> InteractionOut:
+    """The phone's tap. The first answer wins; a later one is 409 ``already_answered``."""
+    phone = own_device(tx, principal)
+    principal.require_phone()
+    row = tx.session.get(Interaction, interaction_id)
+    if row is None or row.account_id != phone.account_id:
+        raise RelayError("not_found")
+    if body.choice_index >= row.choice_count:
+        raise RelayError("invalid_choice", details={"choices": row.choice_count})
+    now = tx.now()
+    won = tx.session.execute(
+        update(Interaction)
+        .where(
+            col(Interaction.interaction_id) == interaction_id,
+            col(Interaction.choice_index).is_(None),
+            col(Interaction.expires_at) > now,
+        )
+        .values(choice_index=body.choice_index, answered_at=now)
+    )
+    if getattr(won, "rowcount", 0) != 1:
+        tx.session.refresh(row)
+        raise RelayError("already_answered" if row.choice_index is not None else "interaction_expired")
+    tx.session.refresh(row)
+    tx.emit(Published(answered_topic(interaction_id), "answered"))
+    return _out(row, now, created=False)
+
+
+def _dedupe_digest(tx: Tx, principal: Principal, body: InteractionCreate) -> str:
+    if body.idempotency_key is not None:
+        material = b"key\x00" + body.idempotency_key.encode()
+    else:
+        material = b"content\x00" + canonical_json([body.question, body.choices])
+    key = tx.keys.derived_key("interaction-dedupe")
+    return hmac.new(key, principal.owner_key.encode() + b"\x00" + material, hashlib.sha256).hexdigest()
+
+
+def _out(row: Interaction, now: int, *, created: bool) -> InteractionOut:
+    status: Status = "pending"
+    if row.choice_index is not None:
+        status = "answered"
+    elif row.expires_at <= now:
+        status = "expired"
+    return InteractionOut(
+        id=row.interaction_id,
+        status=status,
+        created=created,
+        expires_at=row.expires_at,
+        choice_index=row.choice_index,
+        answered_at=row.answered_at,
+    )

@@ -1,0 +1,70 @@
+"""Ringing the phone: a high-priority, fire-and-forget ``ring`` push (no queue entry, no retry)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from core.adapters.limits.base import LimitState
+from core.adapters.push.base import PushMessage, PushOutcome, PushTarget
+from core.context import Core, Tx
+from core.errors import RelayError
+from core.principal import SCOPE_PHONE_CONTROL, Principal
+from core.services.capability import Feature, gate
+from core.services.delivery import push_target, request_push
+from core.services.limits import Limited, charge_send_class
+from core.store.tables import Device
+
+NO_REGISTRATION = "the phone has no push registration; the ring goes only to an open stream"
+NOT_CONNECTED = "the phone has no push registration and no open stream: the ring was dropped"
+PUSH_FAILED = "the push service did not accept the ring"
+
+
+class RingOut(Limited):
+    status: Literal["requested"] = "requested"
+    warnings: list[str] | None = Field(default=None, description="A non-empty list is not itself a failure")
+
+
+@dataclass(frozen=True)
+class RingPlan:
+    target: PushTarget
+    message: PushMessage
+    via_push_service: bool
+    warnings: list[str]
+    rate_limit: LimitState
+
+
+def prepare_ring(tx: Tx, principal: Principal, *, device_id: str, ip: str) -> RingPlan:
+    principal.require_scope(SCOPE_PHONE_CONTROL)
+    device = tx.session.get(Device, device_id)
+    if device is None or device.account_id != principal.account_id:
+        raise RelayError("not_found", "No device of yours has that id.")
+    if device.surface_kind != "phone":
+        raise RelayError("no_phone_device", "That device is not a phone.")
+    warnings = gate(tx, device, Feature.RING)
+    rate_limit, _ = charge_send_class(tx, principal, ip)
+    target = push_target(tx, device)
+    message = PushMessage(
+        "ring",
+        {"durationS": str(tx.settings.ring_duration_s)},
+        high_priority=True,
+        ttl_s=tx.settings.ring_duration_s,
+    )
+    via_push_service = tx.push_available(target)
+    if not via_push_service:
+        request_push(tx, target, message, store=False)
+    return RingPlan(target, message, via_push_service, warnings, rate_limit)
+
+
+async def ring_phone(core: Core, principal: Principal, *, device_id: str, ip: str) -> RingOut:
+    """Ring the phone at full volume for up to a minute; delivery is never confirmed."""
+    plan = await core.run(prepare_ring, principal, device_id=device_id, ip=ip)
+    warnings = list(plan.warnings)
+    if plan.via_push_service:
+        if await core.push.send(plan.target, plan.message) is not PushOutcome.SENT:
+            warnings.append(PUSH_FAILED)
+    else:
+        warnings.append(NO_REGISTRATION if core.has_open_stream(device_id) else NOT_CONNECTED)
+    return RingOut(warnings=warnings or None, rate_limit=plan.rate_limit)
