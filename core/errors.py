@@ -27,6 +27,7 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "unsupported_content_type": ErrorSpec(415, "Send the body as application/json."),
     "method_not_allowed": ErrorSpec(405, "This route does not take that method."),
     "body_too_large": ErrorSpec(413, "The body is larger than this route accepts."),
+    "invalid_arguments": ErrorSpec(400, "The tool arguments are out of bounds."),
     "invalid_id": ErrorSpec(400, "The id is not well-formed."),
     "invalid_public_key": ErrorSpec(400, "public_key must be standard base64 of 32 bytes."),
     # Pairing.

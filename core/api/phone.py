@@ -145,8 +145,10 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             tag="phone",
         ),
     ]
+    # The phone's pull route is always there (the connector's send_file parks documents too); the
+    # public POST answers a plain 404 until RELAYBOX_DOCUMENTS_ENABLED.
     if settings.documents_enabled:
-        listed += [
+        listed.append(
             Endpoint(
                 "POST",
                 "/v1/documents",
@@ -164,16 +166,18 @@ def endpoints(settings: Settings) -> list[Endpoint]:
                     *GATED,
                 ),
                 tag="phone",
-            ),
-            Endpoint(
-                "GET",
-                "/v1/documents/{document_id}",
-                pull_document,
-                "The phone pulls its parked document",
-                auth=Accept.DEVICE,
-                response=documents.PulledDocument,
-                errors=("not_found", "not_a_phone"),
-                tag="phone",
-            ),
-        ]
+            )
+        )
+    listed.append(
+        Endpoint(
+            "GET",
+            "/v1/documents/{document_id}",
+            pull_document,
+            "The phone pulls its parked document",
+            auth=Accept.DEVICE,
+            response=documents.PulledDocument,
+            errors=("not_found", "not_a_phone"),
+            tag="phone",
+        )
+    )
     return listed

@@ -12,7 +12,7 @@ from core.adapters.push.base import PushMessage, PushOutcome, PushTarget
 from core.context import Core, Tx
 from core.errors import RelayError
 from core.principal import SCOPE_PHONE_CONTROL, Principal
-from core.services.capability import Feature, gate
+from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import push_target, request_push
 from core.services.limits import Limited, charge_send_class
 from core.store.tables import Device
@@ -56,6 +56,17 @@ def prepare_ring(tx: Tx, principal: Principal, *, device_id: str, ip: str) -> Ri
     if not via_push_service:
         request_push(tx, target, message, store=False)
     return RingPlan(target, message, via_push_service, warnings, rate_limit)
+
+
+async def find_my_phone(core: Core, principal: Principal, *, ip: str) -> RingOut:
+    """Ring the account's phone (the connector's ``find_my_phone``)."""
+    device_id = await core.run(phone_device_id, principal)
+    return await ring_phone(core, principal, device_id=device_id, ip=ip)
+
+
+def phone_device_id(tx: Tx, principal: Principal) -> str:
+    principal.require_scope(SCOPE_PHONE_CONTROL)
+    return account_phone(tx, principal.account_id).device_id
 
 
 async def ring_phone(core: Core, principal: Principal, *, device_id: str, ip: str) -> RingOut:

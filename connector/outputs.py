@@ -1,0 +1,74 @@
+"""What each connector tool returns (its output schema). Thin views of the core's outputs: the
+rate-limit bookkeeping the REST routes turn into headers stays out of the model's sight."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Delivered(BaseModel):
+    device_id: str
+    type: str = Field(description="phone, extension, pwa, cli or desktop")
+
+
+class NotificationSent(BaseModel):
+    id: str = Field(description="The notification's id (msg_…)")
+    delivered_to: list[Delivered] = Field(
+        description="The devices it was encrypted to and sent or queued for"
+    )
+    warnings: list[str] = Field(description="Fields that were trimmed or device names that matched nothing")
+
+
+class DeviceInfo(BaseModel):
+    device_id: str
+    name: str
+    surface_kind: str
+    reachable: bool = Field(description="Has a live push path right now")
+    status_reported_at: int | None = None
+    last_seen_at: int | None = Field(default=None, description="Epoch seconds; hour granularity for phones")
+    battery_percent: int | None = None
+    charging: bool | None = None
+
+
+class DeviceListing(BaseModel):
+    devices: list[DeviceInfo]
+
+
+class ReminderSet(BaseModel):
+    reminder_id: str = Field(description="Pass it to cancel_reminder")
+    fire_at: int = Field(description="Epoch seconds the phone will fire at")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CancelRequested(BaseModel):
+    status: Literal["cancel_requested"] = "cancel_requested"
+
+
+class ApprovalRequested(BaseModel):
+    request_id: str = Field(description="Pass it to check_reply")
+    status: Literal["pending", "answered", "expired"]
+    created: bool = Field(description="False when an identical request was already open: no second prompt")
+    expires_at: int
+    choice_index: int | None = Field(default=None, description="Set once answered: index into your choices")
+    answered_at: int | None = None
+
+
+class Reply(BaseModel):
+    status: Literal["pending", "answered", "expired"]
+    expires_at: int
+    choice_index: int | None = Field(default=None, description="Index into the choices you asked with")
+    answered_at: int | None = None
+
+
+class RingRequested(BaseModel):
+    status: Literal["requested"] = "requested"
+    warnings: list[str] = Field(
+        default_factory=list, description="Not a failure by itself; says what is uncertain"
+    )
+
+
+class FileSent(BaseModel):
+    document_id: str
+    byte_length: int
