@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -39,6 +40,18 @@ def ensure_environment() -> None:
     STAMP.write_text(wanted)
 
 
+def ensure_browser() -> None:
+    """The browser tests drive Debian's Chromium. Install it where we may (root with apt-get);
+    elsewhere those tests skip and say why."""
+    apt = shutil.which("apt-get")
+    if Path("/usr/bin/chromium").exists() or apt is None or os.geteuid() != 0:
+        return
+    print("installing Debian's chromium for the browser tests …", flush=True)
+    quiet = {"DEBIAN_FRONTEND": "noninteractive", **os.environ}
+    subprocess.run([apt, "update", "-qq"], check=True, env=quiet)
+    subprocess.run([apt, "install", "-y", "-qq", "chromium"], check=True, env=quiet)
+
+
 def run(command: list[str]) -> int:
     return subprocess.run(command, cwd=ROOT).returncode
 
@@ -51,6 +64,7 @@ def main() -> int:
     ensure_environment()
     if command == "serve":
         return run([str(BIN / "relaybox"), "serve", *extra])
+    ensure_browser()
     for check in (
         [str(BIN / "ruff"), "check", "."],
         [str(BIN / "ruff"), "format", "--check", "."],

@@ -8,13 +8,15 @@ computers with it, then:
 
 - memory: the server's RSS (VmRSS of its process) with every device paired and no stream open,
   then again with N ``GET /v1/sync`` streams open (each has received its opening comment frame,
-  plus a short settle). ``KB/stream`` = (after - before) / N. Goal: under 30 KB per open stream.
+  plus a short settle). ``per open stream`` = (after - before) / N, in KB of 1024 bytes as /proc
+  reports them. Goal: under 30 KB per open stream.
 - latency: in each of R rounds the phone relays one sealed ``clipboard`` envelope to every
   computer (``POST /v1/envelopes``, at most C in flight). A delivery's latency runs from just
   before its POST is sent to the moment the recipient's stream yields the event whose ``id:`` is
-  the ``seq`` the POST returned; p50 and p99 are over all N x R deliveries. ``all delivered`` is
-  the time from a round's first POST to its last delivery (the slowest round is shown). Goal:
-  p99 under 100 ms.
+  the ``seq`` the POST returned; p50 and p99 are over all N x R deliveries. Goal: p99 under
+  100 ms. Also shown: the POST's own round trip (sent -> 202), ``all delivered`` (a round's first
+  POST to its last delivery; N / that time is the server's relay throughput) and the CPU the
+  server and this process used during the rounds (100% = one core).
 
 The client side (N streams plus C posts on one asyncio loop in this process) shares the machine
 with the server, so the latencies are an upper bound of what the server alone adds. Exits 0
@@ -30,6 +32,7 @@ import asyncio
 import base64
 import math
 import os
+import re
 import resource
 import shutil
 import signal
@@ -53,6 +56,7 @@ GOAL_KB_PER_STREAM = 30.0
 OPENING_COMMENT = ": relaybox stream"
 LISTENING = "relaybox is listening on "
 STOP_GRACE_S = 5.0
+CLIENT_KEEPALIVE_S = 2.0  # below the server's 5 s idle timeout (uvicorn's default)
 
 
 class BenchError(RuntimeError):
@@ -159,8 +163,10 @@ class Server:
         text = (self.log_dir / "server.stderr").read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
-    def count_in_stderr(self, needle: str) -> int:
-        return (self.log_dir / "server.stderr").read_text(errors="replace").count(needle)
+    def count_in_log(self, pattern: str, stream: str) -> int:
+        """Lines of server.stdout (the access log) or server.stderr matching a regular expression."""
+        text = (self.log_dir / f"server.{stream}").read_text(errors="replace")
+        return len(re.findall(pattern, text, flags=re.MULTILINE))
 
     def stop(self) -> None:
         if self.alive():
@@ -464,7 +470,13 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 async def measure(server: Server, args: argparse.Namespace, progress: Progress) -> Result:
     n: int = args.streams
-    api_limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
+    # uvicorn closes a connection idle for 5 s; reusing one at that moment gets a connection reset
+    # (seen with httpx's default 5 s expiry), so the client lets idle connections go sooner.
+    api_limits = httpx.Limits(
+        max_connections=args.concurrency,
+        max_keepalive_connections=args.concurrency,
+        keepalive_expiry=CLIENT_KEEPALIVE_S,
+    )
     stream_limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
     stream_timeout = httpx.Timeout(connect=30, read=None, write=30, pool=None)
     async with (
@@ -514,7 +526,7 @@ def report(result: Result, args: argparse.Namespace) -> bool:
         ("server fds open / limit", f"{result.fds_open} / {result.fd_limit}"),
         ("RSS, paired, no streams", f"{result.rss_before_kb / 1024:.1f} MiB"),
         ("RSS, all streams open", f"{result.rss_after_kb / 1024:.1f} MiB"),
-        ("per open stream", f"{result.kb_per_stream:.1f} KB"),
+        ("per open stream", f"{result.kb_per_stream:.2f} KB"),
         (f"deliveries ({args.rounds} rounds)", f"{len(latencies)}"),
         ("delivery latency p50", f"{p50:.1f} ms"),
         ("delivery latency p99", f"{p99:.1f} ms"),
@@ -533,7 +545,7 @@ def report(result: Result, args: argparse.Namespace) -> bool:
     print(f"goal: p99 delivery < {GOAL_P99_MS:.0f} ms: {'met' if latency_ok else 'MISSED'} ({p99:.1f} ms)")
     print(
         f"goal: < {GOAL_KB_PER_STREAM:.0f} KB per open stream: {'met' if memory_ok else 'MISSED'} "
-        f"({result.kb_per_stream:.1f} KB)"
+        f"({result.kb_per_stream:.2f} KB)"
     )
     print(f"(slowest round: all {result.streams} delivered {slowest_all:.0f} ms after its first post)")
     return memory_ok and latency_ok
@@ -542,9 +554,10 @@ def report(result: Result, args: argparse.Namespace) -> bool:
 def server_health(server: Server, was_alive: bool) -> None:
     """Say how the server fared (called after stopping it): alive to the end, 5xx answers, tracebacks."""
     state = "ran to the end" if was_alive else f"DIED before the end (exit {server.process.returncode})"
-    errors = server.count_in_stderr('" 5') + server.count_in_stderr("Traceback")
-    print(f"server: {state}; 5xx responses or tracebacks in its log: {errors}")
-    if errors or not was_alive:
+    failed = server.count_in_log(r'HTTP/1\.1" [45]\d\d ', "stdout")
+    tracebacks = server.count_in_log(r"^Traceback", "stderr")
+    print(f"server: {state}; 4xx/5xx responses: {failed}; tracebacks in its stderr: {tracebacks}")
+    if tracebacks or not was_alive:
         print("--- server stderr (tail) ---")
         print(server.stderr_tail())
 
@@ -612,7 +625,12 @@ def describe(exc: BaseException) -> str:
     where = ""
     if isinstance(exc, httpx.RequestError):
         where = f" ({exc.request.method} {exc.request.url.path})"
-    return f"{type(exc).__name__}{where}: {exc!r}"
+    causes: list[str] = []
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and len(causes) < 4:
+        causes.append(f"{type(cause).__module__}.{type(cause).__name__}: {cause!r}")
+        cause = cause.__cause__ or cause.__context__
+    return f"{type(exc).__name__}{where}: {exc!r}" + "".join(f"\n  caused by {c}" for c in causes)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -21,6 +24,18 @@ from typing import Any, TypeAlias
 from client import computer, phone
 from client.api import ApiError, TokenInfo
 from client.state import ClientError, DeviceState, Paired, Role, default_state_path
+from client.stream import (
+    Dispatcher,
+    Dropped,
+    KeepAlive,
+    Opener,
+    Position,
+    Received,
+    Relayed,
+    SyncFollower,
+    default_dispatcher,
+    load_last_seq,
+)
 from core.domain.safety import format_safety_number
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -35,9 +50,12 @@ EXIT_INTERRUPTED = 130
 
 
 def add_commands(commands: Subcommands) -> None:
-    """Register the client subcommands (``phone …`` and ``pair``) on the ``relaybox`` parser."""
-    add_phone_commands(commands)
+    """Register the client subcommands (``phone …``, ``pair``, ``tail``, ``send-text``) on the
+    ``relaybox`` parser."""
+    phone_commands = add_phone_commands(commands)
+    add_connect_command(phone_commands)
     add_pair_command(commands)
+    add_stream_commands(commands, phone_commands)
 
 
 # Building blocks for every client command.
@@ -297,6 +315,30 @@ def _tokens_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+# relaybox phone connect
+
+
+def add_connect_command(phone_commands: Subcommands) -> None:
+    connect = command(
+        phone_commands,
+        "connect",
+        summary="approve an AI assistant: confirm the code its consent page shows",
+        description="Confirm the six-digit code shown on the consent page that an AI assistant (an MCP\n"
+        "client) opened in your browser. The page then lists what the assistant asks for;\n"
+        "untick what it should not do and choose Allow there.",
+        run=_phone_connect,
+    )
+    connect.add_argument("code", metavar="CODE", help="the six-digit code on the consent page")
+    add_state_option(connect, "phone")
+
+
+def _phone_connect(args: argparse.Namespace) -> int:
+    name = phone.confirm_connector(state_path(args, "phone"), args.code)
+    print(f"confirmed: {name} asks to connect to this phone")
+    print("approve on the page: choose what it may do, then Allow")
+    return 0
+
+
 # relaybox pair
 
 
@@ -345,6 +387,205 @@ def _pair(args: argparse.Namespace) -> int:
     print(f"paired with {_peer_label(paired)}")
     _print_safety_number(paired.safety_number, "phone")
     return 0
+
+
+# relaybox tail, relaybox phone run, relaybox phone send, relaybox send-text
+
+DEFAULT_IDLE_S = 1.0
+ONCE_MAX_FAILURES = 3
+
+
+def add_stream_commands(commands: Subcommands, phone_commands: Subcommands) -> None:
+    tail = command(
+        commands,
+        "tail",
+        summary="follow this device's event stream and print each event, decrypted",
+        description="Follow the server's event stream for this device (GET /v1/sync) and print each\n"
+        "event decrypted, one line per event, e.g. `[seq 12] clipboard from Pixel: hello`.\n"
+        "Reconnects by itself after a dropped connection, resuming after the last event, so\n"
+        "nothing is missed or repeated. The last seq is kept in the state file (`last_seq`):\n"
+        "the next run resumes there unless --since is given. Works with a computer's or a\n"
+        "phone's state. Stops on Ctrl-C, or with an error once the device is disconnected.",
+        run=_tail,
+    )
+    _add_follow_options(tail)
+    add_state_option(tail, "computer")
+
+    run = command(
+        phone_commands,
+        "run",
+        summary="listen as the phone: print every push and message it receives, decrypted",
+        description="Run the virtual phone: follow its event stream and print every message and push\n"
+        "it receives, decrypted: notifications, clipboard texts from computers, wake-ups\n"
+        "(`notify`), registration challenges and disconnects. Resumes after the last event\n"
+        "seen (`last_seq` in the state file) unless --since is given. Stops on Ctrl-C.",
+        run=_phone_run,
+    )
+    _add_follow_options(run)
+    add_state_option(run, "phone")
+
+    send = command(
+        phone_commands,
+        "send",
+        summary="send a text to a paired computer (its clipboard), end-to-end encrypted",
+        description="Send TEXT to a paired computer as a clipboard message, sealed to its key; the\n"
+        "server only relays it. With several paired computers choose one with --to.",
+        run=_phone_send,
+    )
+    send.add_argument("text", metavar="TEXT", help="the text to send; `-` reads it from standard input")
+    send.add_argument(
+        "--to", metavar="DEVICE", help="the computer's device id or name (default: the only paired one)"
+    )
+    add_state_option(send, "phone")
+
+    send_text = command(
+        commands,
+        "send-text",
+        summary="send a text to your phone (its clipboard), end-to-end encrypted",
+        description="Send TEXT from this computer to the paired phone as a clipboard message, sealed\n"
+        "to the phone's key; the server only relays it.",
+        run=_send_text,
+    )
+    send_text.add_argument("text", metavar="TEXT", help="the text to send; `-` reads it from standard input")
+    add_state_option(send_text, "computer")
+
+
+def _add_follow_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--since",
+        type=_non_negative_int,
+        metavar="N",
+        help="start after seq N (0: everything still queued) instead of after the saved last_seq",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per event: seq, event, from, type, payload (and inline for pushes)",
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="print what is queued, then exit once no event arrived for --idle seconds",
+    )
+    parser.add_argument(
+        "--idle",
+        type=_positive_float,
+        default=DEFAULT_IDLE_S,
+        metavar="S",
+        help="with --once: the quiet time that counts as drained (default: %(default)g)",
+    )
+
+
+def _tail(args: argparse.Namespace) -> int:
+    path = state_path(args, "computer")
+    return _follow(args, path, DeviceState.load(path), default_dispatcher())
+
+
+def _phone_run(args: argparse.Namespace) -> int:
+    path = state_path(args, "phone")
+    return _follow(args, path, phone.load(path), phone.run_dispatcher(path))
+
+
+def _follow(args: argparse.Namespace, path: Path, state: DeviceState, dispatcher: Dispatcher) -> int:
+    since: int | None = args.since if args.since is not None else load_last_seq(path)
+    position = Position(path, state.device_id, since)
+    opener = Opener(path, state)
+    start = f"after seq {since}" if since is not None else "from the oldest queued event"
+    _note(f"following {state.server} as {state.name or state.device_id} ({state.role}) {start}")
+    follower = SyncFollower(
+        state.server,
+        state.device_token,
+        after=since,
+        idle=args.idle if args.once else None,
+        max_failures=ONCE_MAX_FAILURES if args.once else None,
+        notice=_note,
+    )
+    stopper = _Stopper()
+    try:
+        with follower, stopper:
+            for item in follower.events():
+                with stopper.deferred():  # an event is printed and counted, or neither
+                    if isinstance(item, KeepAlive):
+                        position.flush()
+                        continue
+                    _show(opener.open(item), dispatcher, as_json=args.json)
+                    position.advance(item.seq)
+    except KeyboardInterrupt:
+        _note(f"stopped; the next run resumes after seq {position.seq or 0}")
+    except BrokenPipeError:
+        # The reader went away (`relaybox tail | head`); what it did not take is not counted.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        position.flush()
+    return 0
+
+
+def _show(opened: Received | Dropped, dispatcher: Dispatcher, *, as_json: bool) -> None:
+    if isinstance(opened, Dropped):
+        _note(f"warning: dropped seq {opened.seq} ({opened.event} from {opened.sender}): {opened.reason}")
+        return
+    line = dispatcher.describe(opened)  # describers may act, so they run in either mode
+    print(json.dumps(opened.to_json(), ensure_ascii=False) if as_json else line, flush=True)
+
+
+class _Stopper:
+    """Ctrl-C and SIGTERM stop a follower between events, never halfway through one, so the
+    ``last_seq`` it saves is exactly the last event it printed."""
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._requested = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stopper:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _on_signal(self, _signum: int, _frame: object) -> None:
+        if self._busy:
+            self._requested = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+        if self._requested:
+            raise KeyboardInterrupt
+
+
+def _phone_send(args: argparse.Namespace) -> int:
+    sent = phone.relay_text(state_path(args, "phone"), _text_argument(args.text), to=args.to)
+    _print_sent(sent)
+    return 0
+
+
+def _send_text(args: argparse.Namespace) -> int:
+    sent = computer.relay_text(state_path(args, "computer"), _text_argument(args.text))
+    _print_sent(sent)
+    return 0
+
+
+def _text_argument(text: str) -> str:
+    return sys.stdin.read() if text == "-" else text
+
+
+def _print_sent(sent: Relayed) -> None:
+    print(f"sent to {sent.peer.name or sent.peer_id} (seq {sent.seq}, {sent.msg_id})")
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 # Output helpers.

@@ -16,6 +16,7 @@ import httpx
 
 from client.api import ApiError, RelayboxApi
 from client.state import ClientError, DeviceState, Paired, Peer, PendingPairing, StateError
+from client.stream import Relay, Relayed
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair
 
 Surface = Literal["cli", "desktop"]
@@ -113,6 +114,20 @@ def wait_for_pairing(
                     f"the phone did not confirm code {state.pending.code} within {timeout:g} s{detail}",
                 )
             sleep(min(interval, remaining))
+
+
+def load(path: Path) -> DeviceState:
+    """The computer state at ``path`` (``no_state``, ``invalid_state`` or ``wrong_role`` otherwise)."""
+    return DeviceState.load(path, role="computer")
+
+
+def relay_text(path: Path, text: str, *, transport: httpx.BaseTransport | None = None) -> Relayed:
+    """Send ``text`` to the paired phone as a clipboard payload ``{"type": "clipboard", "text": …}``."""
+    state = load(path)
+    if state.pending is not None and not state.peers:
+        raise StateError("not_paired", f"{path} is still waiting for the phone to confirm its pairing code")
+    with Relay(path, state, transport=transport) as relay:
+        return relay.send_text(text)
 
 
 def _remember_phone(

@@ -5,12 +5,14 @@ and manages the account's sender tokens. Its state lives in one 0600 file (``cli
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-from client.api import CreatedToken, RelayboxApi, TokenInfo
+from client.api import ApiError, CreatedToken, RelayboxApi, TokenInfo
 from client.state import DeviceState, Paired, Peer, StateError
+from client.stream import Dispatcher, Received, Relay, Relayed, default_dispatcher, one_line
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair
 
 DEFAULT_NAME = "relaybox virtual phone"
@@ -80,6 +82,23 @@ def confirm_pairing(path: Path, code: str, *, transport: httpx.BaseTransport | N
     return dataclasses.replace(paired, intent=confirmed.intent)
 
 
+def confirm_connector(path: Path, code: str, *, transport: httpx.BaseTransport | None = None) -> str:
+    """Confirm the six-digit code an AI assistant's consent page shows; returns the assistant's name.
+
+    The phone confirms it on the pairing route, asking for a connector code only, so a computer's
+    pairing code typed here by mistake is left untouched. Approving happens on the page.
+    """
+    state = load(path)
+    body = {"code": normalise_code(code), "public_key": state.public_key, "intent": "connector"}
+    with _api(state, transport) as api:
+        # RelayboxApi.pair_confirm reads a pairing answer (a device); a connector answer names the client.
+        answer = api._call("POST", "/v1/pair/confirm", body=body)
+    name = answer.get("client_name") if isinstance(answer, dict) else None
+    if not isinstance(name, str):
+        raise ApiError(200, "invalid_response", "the server did not name the connecting client")
+    return name
+
+
 def create_token(
     path: Path,
     *,
@@ -103,6 +122,62 @@ def revoke_token(path: Path, token_id: str, *, transport: httpx.BaseTransport | 
     """Revoke a sender token; senders using it get 401 ``invalid_token`` from then on."""
     with _api(load(path), transport) as api:
         return api.revoke_token(token_id)
+
+
+def relay_text(
+    path: Path, text: str, *, to: str | None = None, transport: httpx.BaseTransport | None = None
+) -> Relayed:
+    """Send ``text`` to a paired device as a clipboard payload (default: the only paired device)."""
+    with Relay(path, load(path), transport=transport) as relay:
+        return relay.send_text(text, to=to)
+
+
+def run_dispatcher(path: Path) -> Dispatcher:
+    """What ``relaybox phone run`` does with each payload and push type: one describer per type.
+
+    This is the table to extend (reminders, approval questions, ring, documents): add an entry to
+    ``payloads`` (keyed by the decrypted payload's ``type``) or ``pushes`` (keyed by the push
+    ``type``). A describer gets the opened ``Received`` and returns the line to print; it may act
+    first (the state file is at ``path``; ``client.stream.Relay`` answers a peer).
+    """
+    dispatcher = default_dispatcher()
+    dispatcher.pushes.update(
+        {
+            "notify": _describe_notify,
+            "reg_challenge": _describe_reg_challenge,
+            "disconnect": _describe_disconnect(path),
+            "batch_dismiss": _describe_batch_dismiss,
+        }
+    )
+    return dispatcher
+
+
+def _describe_notify(item: Received) -> str:
+    msg_id = one_line(item.payload.get("msgId", "?"))
+    seq = one_line(item.payload.get("seqId", "?"))
+    return f"push notify: would fetch message {msg_id} (queued as seq {seq}; it arrives on this stream)"
+
+
+def _describe_reg_challenge(item: Received) -> str:
+    return f"push reg_challenge: registration id {one_line(item.payload.get('registrationId', '?'))}"
+
+
+def _describe_disconnect(path: Path) -> Callable[[Received], str]:
+    def describe(item: Received) -> str:
+        device_id = str(item.payload.get("deviceId", "?"))
+        try:
+            peer = load(path).peers.get(device_id)
+        except StateError:
+            peer = None
+        name = f" ({peer.name})" if peer is not None and peer.name else ""
+        return one_line(f"push disconnect: device {device_id}{name} disconnected")
+
+    return describe
+
+
+def _describe_batch_dismiss(item: Received) -> str:
+    ids = str(item.payload.get("msgIds", "")).replace(",", ", ")
+    return one_line(f"push batch_dismiss: dismissed {ids or 'nothing'}")
 
 
 def _api(state: DeviceState, transport: httpx.BaseTransport | None) -> RelayboxApi:

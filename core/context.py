@@ -27,7 +27,7 @@ from core.adapters.limits.base import RateLimiter
 from core.adapters.push.base import PushTarget
 from core.adapters.push.router import PushRouter
 from core.clock import Clock
-from core.events import DeviceRevoked, EnvelopeQueued, Event, Published, PushRequested, device_topic
+from core.events import Deferred, DeviceRevoked, EnvelopeQueued, Event, Published, PushRequested, device_topic
 from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
@@ -59,6 +59,16 @@ class Tx:
 
 
 SyncOp = Callable[Concatenate[Tx, Principal, P], T]
+READ_ONLY_MARK = "__relaybox_read_only__"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def read_only(op: F) -> F:
+    """Mark an operation that only reads: on SQLite it then never waits for the write lock."""
+    setattr(op, READ_ONLY_MARK, True)
+    return op
+
+
 AsyncOp = Callable[Concatenate["Core", Principal, P], Awaitable[T]]
 
 
@@ -142,7 +152,7 @@ class Core:
     def _run_in_transaction(
         self, op: Callable[..., T], principal: Principal, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> tuple[T, list[Event]]:
-        with session_scope(self.engine) as session:
+        with session_scope(self.engine, read_only=getattr(op, READ_ONLY_MARK, False)) as session:
             tx = Tx(session, self.settings, self.clock, self.keys, self.limiter, self.push.can_reach)
             result = op(tx, principal, *args, **kw)
         return result, tx.events
@@ -159,6 +169,8 @@ class Core:
                 await self.fanout.publish(event.topic, event.message)
             elif isinstance(event, PushRequested):
                 self.spawn(self._push, event)
+            elif isinstance(event, Deferred):
+                self.spawn(self._deferred, event)
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run ``fn`` in the background, off the request path; without a running Core it runs inline."""
@@ -166,6 +178,12 @@ class Core:
             log.warning("core not started; background work dropped")
             return
         self._tasks.start_soon(fn, *args)
+
+    async def _deferred(self, event: Deferred) -> None:
+        try:
+            await self.run(event.op, Principal.system(), **event.kwargs)
+        except Exception:
+            log.exception("deferred bookkeeping failed", extra={"op": getattr(event.op, "__name__", "?")})
 
     async def _push(self, event: PushRequested) -> None:
         try:

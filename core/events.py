@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from core.adapters.push.base import PushMessage, PushTarget
 
@@ -38,7 +40,16 @@ class Published:
     message: str
 
 
-Event = EnvelopeQueued | PushRequested | DeviceRevoked | Published
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """Bookkeeping a read-only operation wants written later, in its own transaction, by the
+    system principal (last-seen times, first drain): never worth holding a write lock for."""
+
+    op: Callable[..., Any]
+    kwargs: dict[str, Any]
+
+
+Event = EnvelopeQueued | PushRequested | DeviceRevoked | Published | Deferred
 
 
 def device_topic(device_id: str) -> str:

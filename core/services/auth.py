@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import enum
 
+from sqlalchemy import update
 from sqlmodel import col, select
 
-from core.context import Tx
+from core.context import Tx, read_only
 from core.domain.secrets import digest, digests_match, is_device_credential, is_sender_token
 from core.errors import RelayError
+from core.events import Deferred
 from core.principal import Principal, PrincipalKind
 from core.services.limits import peek_ip
 from core.store.tables import Device, PairingCode, SenderToken
@@ -37,6 +39,7 @@ def bearer_from_header(header: str | None) -> str:
     return token.strip()
 
 
+@read_only
 def authenticate(
     tx: Tx, principal: Principal, *, token: str, accept: Accept, limit_ip: bool = False
 ) -> Principal:
@@ -57,10 +60,7 @@ def _sender_token(tx: Tx, token: str) -> Principal:
     row = tx.session.exec(select(SenderToken).where(col(SenderToken.token_hash) == wanted)).first()
     if row is None or row.revoked_at is not None or not digests_match(row.token_hash, wanted):
         raise RelayError("invalid_token")
-    now = tx.now()
-    if row.last_used_at is None or now - row.last_used_at >= LAST_SEEN_GRANULARITY_S:
-        row.last_used_at = now
-        tx.session.add(row)
+    _note_use(tx, "token", row.token_id, row.last_used_at)
     return Principal.sender_token(
         account_id=row.account_id,
         token_id=row.token_id,
@@ -74,10 +74,7 @@ def _device(tx: Tx, token: str, *, allow_pending: bool) -> Principal:
     wanted = digest(token)
     device = tx.session.exec(select(Device).where(col(Device.credential_hash) == wanted)).first()
     if device is not None and digests_match(device.credential_hash, wanted):
-        now = tx.now()
-        if device.last_seen_at is None or now - device.last_seen_at >= LAST_SEEN_GRANULARITY_S:
-            device.last_seen_at = now
-            tx.session.add(device)
+        _note_use(tx, "device", device.device_id, device.last_seen_at)
         return Principal.device(
             account_id=device.account_id, device_id=device.device_id, surface_kind=device.surface_kind
         )
@@ -92,3 +89,22 @@ def _device(tx: Tx, token: str, *, allow_pending: bool) -> Principal:
                 pending=True,
             )
     raise RelayError("invalid_token")
+
+
+def _note_use(tx: Tx, kind: str, row_id: str, last: int | None) -> None:
+    """Ask for the last-used time to be written later, at most once a minute per credential."""
+    now = tx.now()
+    if last is None or now - last >= LAST_SEEN_GRANULARITY_S:
+        tx.emit(Deferred(record_use, {"kind": kind, "row_id": row_id, "at": now}))
+
+
+def record_use(tx: Tx, principal: Principal, *, kind: str, row_id: str, at: int) -> None:
+    """System bookkeeping: a token's ``last_used_at`` or a device's ``last_seen_at``."""
+    if principal.kind is not PrincipalKind.SYSTEM:
+        raise RelayError("forbidden")
+    if kind == "token":
+        tx.session.execute(
+            update(SenderToken).where(col(SenderToken.token_id) == row_id).values(last_used_at=at)
+        )
+    else:
+        tx.session.execute(update(Device).where(col(Device.device_id) == row_id).values(last_seen_at=at))

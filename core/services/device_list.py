@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 from sqlmodel import col, select
 
-from core.context import Core, Tx
+from core.context import Core, Tx, read_only
 from core.principal import SCOPE_DEVICES_READ, Principal, PrincipalKind
 from core.store.tables import Device, WebPushSubscriptionRow
 
@@ -40,6 +40,7 @@ async def list_devices(core: Core, principal: Principal) -> DeviceList:
     )
 
 
+@read_only
 def account_devices(tx: Tx, principal: Principal) -> list[DeviceSummary]:
     if principal.kind is not PrincipalKind.DEVICE:
         principal.require_scope(SCOPE_DEVICES_READ)

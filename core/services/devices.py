@@ -12,7 +12,7 @@ from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
 from core.adapters.push.base import PushMessage, PushTarget
-from core.context import Tx
+from core.context import Tx, read_only
 from core.domain.keys import InvalidPublicKey, decode_public_key
 from core.domain.secrets import digest, digests_match, new_device_credential, new_prefixed_id, new_uuid
 from core.errors import RelayError
@@ -156,6 +156,7 @@ def update_device(tx: Tx, principal: Principal, *, body: DevicePatch) -> DeviceO
     return describe_device(tx, device, registration_id)
 
 
+@read_only
 def get_own_device(tx: Tx, principal: Principal) -> DeviceOut:
     return describe_device(tx, own_device(tx, principal), None)
 

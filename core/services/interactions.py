@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 from sqlalchemy import update
 from sqlmodel import col, func, select
 
-from core.context import Core, Tx
+from core.context import Core, Tx, read_only
 from core.domain import payloads
 from core.domain.canonical import canonical_json
 from core.domain.secrets import new_prefixed_id
@@ -123,6 +123,7 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
     return _out(row, now, created=True).model_copy(update={"rate_limit": rate_limit})
 
 
+@read_only
 def get_interaction(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
     """The interaction's state; 404 for an unknown id or another principal's."""
     row = tx.session.get(Interaction, interaction_id)

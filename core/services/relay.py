@@ -11,15 +11,16 @@ import binascii
 import re
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import and_, or_
+from sqlalchemy import and_, or_, update
 from sqlmodel import col, select
 
 from core.adapters.push.base import PushMessage
-from core.context import Tx
+from core.context import Tx, read_only
 from core.domain.envelope import MIN_LENGTH, WIRE_VERSION
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
-from core.principal import Principal
+from core.events import Deferred
+from core.principal import Principal, PrincipalKind
 from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
 from core.services.devices import own_device
 from core.store.tables import Device, Pair, QueuedEnvelope
@@ -141,6 +142,7 @@ def _paired_recipient(tx: Tx, sender: Device, recipient_id: str) -> Device:
     return recipient
 
 
+@read_only
 def read_queue(tx: Tx, principal: Principal, *, after: int, limit: int = 100) -> QueuePage:
     """The calling device's queued items with ``seq > after``, oldest first, unexpired."""
     device = own_device(tx, principal)
@@ -155,8 +157,7 @@ def read_queue(tx: Tx, principal: Principal, *, after: int, limit: int = 100) ->
         .limit(limit)
     ).all()
     if not device.ever_drained and len(rows) < limit:
-        device.ever_drained = 1
-        tx.session.add(device)
+        tx.emit(Deferred(mark_drained, {"device_id": device.device_id}))
     return QueuePage(items=[_item(row) for row in rows])
 
 
@@ -164,3 +165,10 @@ def _item(row: QueuedEnvelope) -> QueueItem:
     assert row.seq is not None
     blob = row.blob.decode() if row.type == "push" else base64.b64encode(row.blob).decode()
     return QueueItem(seq=row.seq, sender=row.sender, type=row.type, blob=blob)
+
+
+def mark_drained(tx: Tx, principal: Principal, *, device_id: str) -> None:
+    """System bookkeeping: the device has read its whole queue at least once."""
+    if principal.kind is not PrincipalKind.SYSTEM:
+        raise RelayError("forbidden")
+    tx.session.execute(update(Device).where(col(Device.device_id) == device_id).values(ever_drained=1))

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from core.adapters.limits.base import LimitState
 from core.adapters.push.base import PushMessage, PushOutcome, PushTarget
-from core.context import Core, Tx
+from core.context import Core, Tx, read_only
 from core.errors import RelayError
 from core.principal import SCOPE_PHONE_CONTROL, Principal
 from core.services.capability import Feature, account_phone, gate
@@ -64,6 +64,7 @@ async def find_my_phone(core: Core, principal: Principal, *, ip: str) -> RingOut
     return await ring_phone(core, principal, device_id=device_id, ip=ip)
 
 
+@read_only
 def phone_device_id(tx: Tx, principal: Principal) -> str:
     principal.require_scope(SCOPE_PHONE_CONTROL)
     return account_phone(tx, principal.account_id).device_id

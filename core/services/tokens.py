@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import col, func, select
 
-from core.context import Tx
+from core.context import Tx, read_only
 from core.domain import payloads
 from core.domain.secrets import digest, new_prefixed_id, new_sender_token
 from core.errors import RelayError
@@ -81,6 +81,7 @@ def create_sender_token(tx: Tx, principal: Principal, *, body: TokenCreate) -> T
     return TokenCreated(**_out(row).model_dump(), token=plaintext)
 
 
+@read_only
 def list_sender_tokens(tx: Tx, principal: Principal) -> TokenList:
     """The account's active tokens, for any of its devices; never a plaintext."""
     device = own_device(tx, principal)

@@ -10,6 +10,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
 
+READ_ONLY = "relaybox_read_only"
+
 
 def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
@@ -24,6 +26,8 @@ def make_engine(url: str) -> Engine:
 
     in_memory = url in ("sqlite://", "sqlite:///:memory:")
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 10}}
+    if not in_memory:
+        kwargs |= {"pool_size": 20, "max_overflow": 30}  # one connection per worker thread, at most
     if in_memory:
         kwargs["poolclass"] = StaticPool  # one shared connection, or each thread sees an empty DB
     engine = create_engine(url, **kwargs)
@@ -42,18 +46,24 @@ def make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        # IMMEDIATE avoids the deadlock of two deferred readers that both try to upgrade to writers.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writers take the lock up front (IMMEDIATE): two deferred readers that both try to upgrade
+        # would deadlock. Read-only operations start deferred and never wait for a writer (WAL).
+        read_only = connection.get_execution_options().get(READ_ONLY)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
 
 
 @contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
+def session_scope(engine: Engine, *, read_only: bool = False) -> Iterator[Session]:
     """One transaction: commit on success, roll back on any exception."""
     with Session(engine, expire_on_commit=False) as session:
+        if read_only:
+            session.connection(execution_options={READ_ONLY: True})
         try:
             yield session
+            if read_only and (session.new or session.dirty or session.deleted):
+                raise RuntimeError("a read-only operation changed rows")
             session.commit()
         except BaseException:
             session.rollback()

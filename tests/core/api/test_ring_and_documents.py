@@ -70,6 +70,7 @@ def test_documents_are_a_plain_404_while_disabled(client: TestClient) -> None:
     unknown = client.post("/v1/no-such-route", json={}, headers=headers)
     assert (response.status_code, response.content) == (404, b"") == (unknown.status_code, unknown.content)
     assert "/v1/documents" not in client.get("/openapi.json").json()["paths"]
+    assert "/v1/documents/{document_id}" in client.get("/openapi.json").json()["paths"]
 
 
 @pytest.fixture

@@ -1,0 +1,532 @@
+"""Sustained ``POST /v1/send`` throughput and latency, against a bare Starlette JSON endpoint.
+
+    .venv/bin/python bench/send.py [--duration 5] [--rounds 3] [--concurrency 32] [--deadline 120]
+
+Two servers run side by side, each a subprocess served the same way: one Python process, uvicorn
+with its default ("auto": uvloop + httptools) loop and HTTP implementation, ``proxy_headers``, and
+the access log ON, written to a file (the way ``relaybox serve`` runs):
+
+- relaybox: ``python -m connector.cli serve --port 0`` with SQLite in a temporary data dir and every
+  send-class rate limit (and the per-IP register / pair-init limits) raised for the run. A phone
+  registers, pairs one computer and mints a sender token over HTTP, so each send seals one
+  envelope per device (two) and queues both.
+- bare: this file with ``--serve-baseline``, a Starlette app whose only route ``POST /bare`` reads
+  the JSON body and answers a small JSON object (no auth, no storage, no encryption).
+
+The load comes from this process alone (the machine's other core): ``--concurrency`` keep-alive
+HTTP/1.1 connections on one asyncio loop (uvloop when installed), each sending the same JSON send
+body back to back. The client is a minimal one on asyncio streams, not httpx: httpx spends far
+more CPU per request than the bare server does, so it would measure itself, not the servers.
+Rounds of ``--duration`` seconds alternate bare, relaybox, bare, relaybox, ... after a warm-up of
+each. Reported per target: the median of the round throughputs (responses completed within the
+round per second), p50/p99 latency over every request of every round (sent -> whole response
+read), the count of non-200 answers, the server's CPU per request, and the CPU the server and the
+load generator used (100% = one core; a load generator near 100% would mean the number is the
+client's limit, not the server's).
+
+Goal: relaybox answers at least 0.6x the requests per second of the bare endpoint. Exits 0
+whatever is measured (``--strict``: 1 when the goal is missed or a send was not a 200); 2 when the
+run itself failed. The servers are always stopped (SIGTERM, then SIGKILL) and the temporary
+directory removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from core.domain.keys import generate_keypair
+
+GOAL_RATIO = 0.6
+RAISED_LIMIT = 1_000_000_000  # every rate limit, for the run
+RAISED_SETTINGS = (
+    "LIMIT_TOKEN_BURST",
+    "LIMIT_TOKEN_MONTHLY",
+    "LIMIT_RECEIVER_DAILY",
+    "LIMIT_IP_MINUTE",
+    "LIMIT_IP_HOUR",
+    "REGISTER_PER_IP_PER_MINUTE",
+    "PAIR_INIT_PER_IP_PER_MINUTE",
+)
+LISTENING = ("relaybox is listening on ", "baseline is listening on ")
+STARTUP_TIMEOUT_S = 30.0
+STOP_GRACE_S = 5.0
+REQUEST_TIMEOUT_S = 10.0
+SEND_BODY = {
+    "message": "Backup of build-01 finished: 41.2 GB in 12 min, 0 errors.",
+    "title": "relaybox bench",
+    "priority": "default",
+    "tags": ["bench", "backup"],
+}
+
+
+class BenchError(RuntimeError):
+    """The run could not complete (a server failed, a request timed out, a setup step was refused)."""
+
+
+# -- the baseline server (its own process: ``--serve-baseline``) --------------------------------
+
+
+async def bare(request: Request) -> JSONResponse:
+    body = await request.json()
+    return JSONResponse({"id": f"msg_{uuid.uuid4().hex}", "fields": len(body)})
+
+
+def serve_baseline() -> int:
+    """Serve ``POST /bare`` on a free port the way ``connector.serve`` serves relaybox."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    print(f"{LISTENING[1]}http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    app = Starlette(routes=[Route("/bare", bare, methods=["POST"])])
+    config = uvicorn.Config(
+        app, log_level="info", access_log=True, proxy_headers=True, timeout_graceful_shutdown=3
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+# -- server processes ---------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_dir: Path
+    url: str = ""
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, _, port = self.url.removeprefix("http://").rpartition(":")
+        return host, int(port)
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the server process has used so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log(self, stream: str) -> str:
+        path = self.log_dir / f"{self.name}.{stream}"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stderr_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log("stderr").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def server_env(data_dir: Path) -> dict[str, str]:
+    """The inherited environment minus any RELAYBOX_* setting, with every limit raised for the run."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
+    env.update({f"RELAYBOX_{name}": str(RAISED_LIMIT) for name in RAISED_SETTINGS})
+    env["RELAYBOX_DATA_DIR"] = str(data_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_server(name: str, command: list[str], work_dir: Path, timeout_s: float) -> Server:
+    """Start a server whose first stdout line announces its URL, and wait until it accepts
+    connections. stdout and stderr go to files: uvicorn writes its access log to stdout, and a file,
+    unlike an undrained pipe, never blocks the server."""
+    log_dir = work_dir / "logs"
+    log_dir.mkdir(exist_ok=True)
+    with (log_dir / f"{name}.stdout").open("wb") as out, (log_dir / f"{name}.stderr").open("wb") as err:
+        process = subprocess.Popen(
+            command,
+            cwd=work_dir,  # no stray .env is picked up
+            env=server_env(work_dir / "data"),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+        )
+    server = Server(name, process, log_dir)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise BenchError(f"{name} exited with {process.returncode}:\n{server.stderr_tail()}")
+        first, newline, _ = server.log("stdout").partition("\n")
+        if newline and first.startswith(LISTENING):
+            server.url = first.split(" on ", 1)[1].strip()
+        if server.url and accepts_connections(server.address):
+            return server
+        time.sleep(0.05)
+    server.stop()
+    raise BenchError(f"{name} was not accepting connections after {timeout_s:.0f} s")
+
+
+def accepts_connections(address: tuple[str, int]) -> bool:
+    """The URL line comes out before uvicorn listens on the socket, so probe it."""
+    try:
+        socket.create_connection(address, timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+# -- relaybox setup: a phone, one paired computer, a sender token -------------------------------
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def expect(response: httpx.Response, status: int) -> dict[str, Any]:
+    if response.status_code != status:
+        request = response.request
+        raise BenchError(f"{request.method} {request.url.path}: {response.status_code} {response.text[:200]}")
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def sender_token(url: str) -> str:
+    """Register a phone, pair a computer, mint a sender token; check one send reaches both devices
+    and that the limits really were raised. Returns the token."""
+    phone_key, computer_key = generate_keypair()[1], generate_keypair()[1]
+    with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as api:
+        phone = expect(api.post("/v1/devices", json={"public_key": b64(phone_key), "name": "bench"}), 201)
+        phone_auth = {"Authorization": f"Bearer {phone['device_token']}"}
+        init = {"public_key": b64(computer_key), "surface_kind": "cli", "name": "bench laptop"}
+        code = expect(api.post("/v1/pair/init", json=init), 201)["code"]
+        confirm = {"code": code, "public_key": b64(phone_key)}
+        expect(api.post("/v1/pair/confirm", json=confirm, headers=phone_auth), 200)
+        token: str = expect(api.post("/v1/tokens", json={"label": "bench"}, headers=phone_auth), 201)["token"]
+        probe = api.post("/v1/send", json=SEND_BODY, headers={"Authorization": f"Bearer {token}"})
+    if len(expect(probe, 200)["delivered_to"]) != 2:
+        raise BenchError(f"the probe send did not reach the phone and the computer: {probe.text}")
+    if int(probe.headers.get("x-ratelimit-limit", "0")) < RAISED_LIMIT:
+        raise BenchError(f"the rate limits were not raised: {dict(probe.headers)}")
+    return token
+
+
+# -- the load generator -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    label: str
+    server: Server
+    path: str
+    token: str
+
+    def request(self) -> bytes:
+        """One ``POST`` with the send body and the token, as raw HTTP/1.1 bytes."""
+        body = json.dumps(SEND_BODY).encode()
+        head = (
+            f"POST {self.path} HTTP/1.1\r\nHost: {self.server.url.removeprefix('http://')}\r\n"
+            f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        return head.encode() + body
+
+
+@dataclass
+class Round:
+    target: str
+    seconds: float
+    completed: int = 0  # responses read before the round's end
+    latencies_s: list[float] = field(default_factory=list)  # every response, the tail included
+    statuses: Counter[int] = field(default_factory=Counter)
+    samples: dict[int, str] = field(default_factory=dict)  # one body per non-200 status
+    server_cpu_s: float = 0.0
+    bench_cpu_s: float = 0.0
+
+    @property
+    def throughput(self) -> float:
+        return self.completed / self.seconds
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One HTTP/1.1 response with a Content-Length body: (status, body)."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    length = None
+    for line in head[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    if length is None:
+        raise BenchError(f"a response without Content-Length: {head[0]}")
+    return int(head[0].split(" ", 2)[1]), await reader.readexactly(length)
+
+
+async def connection(target: Target, request: bytes, until: float, result: Round) -> None:
+    """One keep-alive connection sending ``request`` back to back until ``until``."""
+    reader, writer = await asyncio.open_connection(*target.server.address)
+    try:
+        while (sent := time.perf_counter()) < until:
+            writer.write(request)
+            try:
+                status, body = await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT_S)
+            except TimeoutError:
+                raise BenchError(f"{target.label}: no response within {REQUEST_TIMEOUT_S:.0f} s") from None
+            done = time.perf_counter()
+            result.latencies_s.append(done - sent)
+            result.completed += done <= until
+            result.statuses[status] += 1
+            if status != 200:
+                result.samples.setdefault(status, body[:200].decode(errors="replace"))
+    except (OSError, asyncio.IncompleteReadError) as exc:
+        raise BenchError(f"{target.label}: {type(exc).__name__} {exc}") from exc
+    finally:
+        writer.close()
+
+
+async def load_round(target: Target, seconds: float, concurrency: int) -> Round:
+    """Run ``concurrency`` connections against ``target`` for ``seconds``; measure what came back."""
+    request = target.request()
+    result = Round(target.label, seconds)
+    server_cpu, bench_cpu = target.server.cpu_s(), time.process_time()
+    until = time.perf_counter() + seconds
+    async with asyncio.TaskGroup() as group:
+        for _ in range(concurrency):
+            group.create_task(connection(target, request, until, result))
+    result.server_cpu_s = target.server.cpu_s() - server_cpu
+    result.bench_cpu_s = time.process_time() - bench_cpu
+    return result
+
+
+async def measure(targets: list[Target], args: argparse.Namespace) -> list[Round]:
+    """A warm-up of each target, then ``rounds`` x (bare, relaybox), one after the other."""
+    for target in targets:
+        await load_round(target, args.warmup, args.concurrency)
+    rounds: list[Round] = []
+    for number in range(1, args.rounds + 1):
+        for target in targets:
+            done = await load_round(target, args.duration, args.concurrency)
+            rounds.append(done)
+            print(f"    round {number} {target.label:<18} {done.throughput:>8,.0f} req/s", flush=True)
+    return rounds
+
+
+def run_loop(main: Coroutine[Any, Any, list[Round]]) -> list[Round]:
+    """Run the load generator on uvloop when it is installed (as the servers are)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
+
+
+@dataclass(frozen=True)
+class Summary:
+    label: str
+    throughputs: list[float]
+    p50_ms: float
+    p99_ms: float
+    statuses: Counter[int]
+    samples: dict[int, str]
+    server_cpu: float  # share of one core over the rounds
+    bench_cpu: float
+    cpu_per_request_ms: float
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.throughputs)
+
+    @property
+    def failures(self) -> int:
+        return sum(count for status, count in self.statuses.items() if status != 200)
+
+
+def summarize(label: str, rounds: list[Round]) -> Summary:
+    mine = [r for r in rounds if r.target == label]
+    latencies = sorted(s * 1000 for r in mine for s in r.latencies_s)
+    statuses: Counter[int] = Counter()
+    samples: dict[int, str] = {}
+    for r in mine:
+        statuses.update(r.statuses)
+        for status, body in r.samples.items():
+            samples.setdefault(status, body)
+    wall, server_cpu = sum(r.seconds for r in mine), sum(r.server_cpu_s for r in mine)
+    return Summary(
+        label=label,
+        throughputs=[r.throughput for r in mine],
+        p50_ms=statistics.median(latencies),
+        p99_ms=percentile(latencies, 0.99),
+        statuses=statuses,
+        samples=samples,
+        server_cpu=server_cpu / wall,
+        bench_cpu=sum(r.bench_cpu_s for r in mine) / wall,
+        cpu_per_request_ms=server_cpu * 1000 / len(latencies),
+    )
+
+
+def print_table(summaries: list[Summary]) -> None:
+    print(
+        f"{'target':<18} {'req/s':>7} {'per round':>20} {'p50 ms':>7} {'p99 ms':>7} {'non-200':>7} "
+        f"{'CPU ms/req':>10} {'server CPU':>10} {'load CPU':>8}"
+    )
+    for s in summaries:
+        rounds = " ".join(f"{t:.0f}" for t in s.throughputs)
+        print(
+            f"{s.label:<18} {s.median:>7,.0f} {rounds:>20} {s.p50_ms:>7.1f} {s.p99_ms:>7.1f} {s.failures:>7} "
+            f"{s.cpu_per_request_ms:>10.2f} {s.server_cpu:>10.0%} {s.bench_cpu:>8.0%}"
+        )
+    for s in summaries:
+        for status, body in sorted(s.samples.items()):
+            print(f"  {s.label}: {s.statuses[status]} x {status}, e.g. {body}")
+            if status == 429:
+                print("  (a 429: a rate limit was not raised enough for the run)")
+
+
+def report(bare: Summary, relay: Summary, args: argparse.Namespace) -> bool:
+    """Print the table and the goal line; True when the goal was met and every send was a 200."""
+    print()
+    print(
+        f"{args.rounds} rounds x {args.duration:g} s per target, {args.concurrency} keep-alive "
+        "connections, access log on for both"
+    )
+    print_table([bare, relay])
+    ratio = relay.median / bare.median
+    met = ratio >= GOAL_RATIO
+    print()
+    print(
+        f"goal: relaybox >= {GOAL_RATIO}x the bare endpoint's req/s (medians): "
+        f"{'met' if met else 'MISSED'} ({ratio:.2f}x; relaybox latency "
+        f"p50 {relay.p50_ms / bare.p50_ms:.0f}x, p99 {relay.p99_ms / bare.p99_ms:.0f}x the bare endpoint's)"
+    )
+    return met and relay.failures == 0
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per round and target")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs bare, then relaybox")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load per target before round 1")
+    parser.add_argument("--concurrency", type=int, default=32, help="keep-alive connections per round")
+    parser.add_argument("--deadline", type=float, default=120.0, help="seconds for the whole run")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (data and server logs)")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when the goal is missed or a send fails"
+    )
+    parser.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if min(args.rounds, args.concurrency) < 1 or min(args.duration, args.warmup, args.deadline) <= 0:
+        parser.error("rounds, concurrency, duration, warmup and deadline must be positive")
+    return args
+
+
+def run(args: argparse.Namespace, work_dir: Path, servers: list[Server]) -> bool:
+    """Start both servers, set up the sender, measure, report. ``servers`` collects what was
+    started, for the caller to stop whatever happens."""
+    deadline = time.monotonic() + args.deadline
+    commands = {
+        "relaybox": [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", "data"],
+        "bare": [sys.executable, str(Path(__file__).resolve()), "--serve-baseline"],
+    }
+    for name, command in commands.items():
+        timeout = min(STARTUP_TIMEOUT_S, deadline - time.monotonic())
+        servers.append(start_server(name, command, work_dir, timeout))
+    relay, bare = servers
+    token = sender_token(relay.url)
+    print(f"relaybox pid {relay.process.pid} at {relay.url}, bare pid {bare.process.pid} at {bare.url}")
+    print(f"load average before the rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    targets = [
+        Target("bare Starlette", bare, "/bare", token),
+        Target("relaybox /v1/send", relay, "/v1/send", token),
+    ]
+    remaining = deadline - time.monotonic()
+    rounds = run_loop(asyncio.wait_for(measure(targets, args), remaining))
+    return report(summarize(targets[0].label, rounds), summarize(targets[1].label, rounds), args)
+
+
+def on_sigterm(_signum: int, _frame: object) -> NoReturn:
+    print("FAILED: interrupted by SIGTERM; stopping the servers", flush=True)
+    raise SystemExit(2)  # unwinds through the finally that stops the servers
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.serve_baseline:
+        return serve_baseline()
+    signal.signal(signal.SIGTERM, on_sigterm)
+    work_dir = Path(tempfile.mkdtemp(prefix="relaybox-send-bench-"))
+    servers: list[Server] = []
+    outcome = 2  # the run failed unless it gets as far as the report
+    try:
+        met = run(args, work_dir, servers)
+        outcome = 1 if args.strict and not met else 0
+    except TimeoutError:
+        print(f"FAILED: the deadline of {args.deadline:.0f} s was reached")
+    except (BenchError, httpx.HTTPError, ExceptionGroup) as exc:
+        print(f"FAILED: {describe(exc)}")
+    finally:
+        alive = [server.alive() for server in servers]
+        for server in servers:
+            server.stop()
+        for server, was_alive in zip(servers, alive, strict=True):
+            health(server, was_alive)
+        if args.keep:
+            print(f"kept {work_dir}")
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return outcome
+
+
+def health(server: Server, was_alive: bool) -> None:
+    """Say how a server fared: alive to the end, and any traceback in its log."""
+    state = "ran to the end" if was_alive else f"DIED (exit {server.process.returncode})"
+    tracebacks = server.log("stderr").count("Traceback")
+    print(f"{server.name}: {state}; tracebacks in its log: {tracebacks}")
+    if tracebacks or not was_alive:
+        print(server.stderr_tail())
+
+
+def describe(exc: BaseException) -> str:
+    """The first leaf of an exception group, or the exception itself."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
