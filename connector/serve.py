@@ -20,15 +20,6 @@ def serve(settings: Settings) -> int:
     if settings.port == 0:
         settings = settings.model_copy(update={"port": port})
     app = create_app(settings)
-    url = settings.base_url
-    print(f"relaybox is listening on {url}", flush=True)
-    print(
-        "next: in another terminal run\n"
-        f"  relaybox phone register --server {url}     # a virtual phone\n"
-        f"  relaybox pair --server {url}               # pair this computer; type the code into the phone\n"
-        f"  API reference: {url}/openapi.json",
-        flush=True,
-    )
     config = uvicorn.Config(
         app,
         log_level="info",
@@ -36,8 +27,30 @@ def serve(settings: Settings) -> int:
         access_log=True,
         proxy_headers=True,
         timeout_graceful_shutdown=3,
+        timeout_keep_alive=30,  # longer than common clients' idle pools: no reset on a reused connection
     )
-    server = uvicorn.Server(config)
+    server = AnnouncingServer(config, settings.base_url)
     server.run(sockets=[sock])
     sys.stdout.flush()
     return 0
+
+
+class AnnouncingServer(uvicorn.Server):
+    """Prints the URL once the socket accepts connections, so a caller may connect at once."""
+
+    def __init__(self, config: uvicorn.Config, url: str) -> None:
+        super().__init__(config)
+        self.url = url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit:
+            return
+        print(f"relaybox is listening on {self.url}", flush=True)
+        print(
+            "next: in another terminal run\n"
+            f"  relaybox phone register --server {self.url}   # a virtual phone\n"
+            f"  relaybox pair --server {self.url}   # pair this computer\n"
+            f"  API reference: {self.url}/openapi.json",
+            flush=True,
+        )

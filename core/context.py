@@ -13,7 +13,9 @@ import functools
 import inspect
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
@@ -49,6 +51,7 @@ class Tx:
     keys: ServerKeys
     limiter: RateLimiter
     push_available: Callable[[PushTarget], bool]
+    web_push_enabled: bool = False
     events: list[Event] = field(default_factory=list)
 
     def now(self) -> int:
@@ -93,6 +96,7 @@ class Core:
         self.push = push
         self._tasks: TaskGroup | None = None
         self._open_streams: dict[str, int] = {}
+        self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Core:
@@ -152,8 +156,22 @@ class Core:
     def _run_in_transaction(
         self, op: Callable[..., T], principal: Principal, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> tuple[T, list[Event]]:
-        with session_scope(self.engine, read_only=getattr(op, READ_ONLY_MARK, False)) as session:
-            tx = Tx(session, self.settings, self.clock, self.keys, self.limiter, self.push.can_reach)
+        read_only_op = getattr(op, READ_ONLY_MARK, False)
+        # SQLite has one writer at a time: queue this process's writers on a lock rather than in
+        # SQLite's busy handler, which sleeps (up to 100 ms a try) while the lock sits free.
+        writer_turn = (
+            self._sqlite_writer if self._sqlite_writer is not None and not read_only_op else nullcontext()
+        )
+        with writer_turn, session_scope(self.engine, read_only=read_only_op) as session:
+            tx = Tx(
+                session,
+                self.settings,
+                self.clock,
+                self.keys,
+                self.limiter,
+                self.push.can_reach,
+                web_push_enabled=self.push.webpush is not None,
+            )
             result = op(tx, principal, *args, **kw)
         return result, tx.events
 

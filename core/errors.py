@@ -28,6 +28,7 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "method_not_allowed": ErrorSpec(405, "This route does not take that method."),
     "body_too_large": ErrorSpec(413, "The body is larger than this route accepts."),
     "invalid_arguments": ErrorSpec(400, "The tool arguments are out of bounds."),
+    "body_incomplete": ErrorSpec(400, "The connection closed before the whole body arrived."),
     "invalid_id": ErrorSpec(400, "The id is not well-formed."),
     "invalid_public_key": ErrorSpec(400, "public_key must be standard base64 of 32 bytes."),
     # Pairing.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -113,11 +113,14 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise RelayError("body_too_large", details={"max": limit})
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RelayError("body_too_large", details={"max": limit})
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RelayError("body_too_large", details={"max": limit})
+            chunks.append(chunk)
+    except ClientDisconnect as exc:  # the caller went away mid-body: nothing to answer, nothing to log
+        raise RelayError("body_incomplete") from exc
     return b"".join(chunks)
 
 

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlmodel import col
 
 from core.adapters.push.base import PushMessage, PushTarget, WebPushSubscription
@@ -47,45 +47,50 @@ def enqueue(
     wake its streams."""
     # Serialise enqueues per recipient (a row lock on PostgreSQL) so that, for each device, sequence
     # order is commit order and a stream reading "seq > last" can never step over a late commit.
-    tx.session.execute(
-        select(col(Device.device_id)).where(col(Device.device_id) == recipient_device_id).with_for_update()
-    )
-    now = tx.now()
-    row = QueuedEnvelope(
-        recipient_device_id=recipient_device_id,
-        sender=sender,
-        type=type,
-        blob=blob,
-        created_at=now,
-        expires_at=now + max(LIVE_GRACE_S, min(ttl_s, max_lifetime_s)),
-    )
-    tx.session.add(row)
-    tx.session.flush()
-    assert row.seq is not None
-    _trim(tx, recipient_device_id)
-    tx.emit(EnvelopeQueued(recipient_device_id, row.seq))
-    return row.seq
-
-
-def _trim(tx: Tx, recipient_device_id: str) -> None:
-    cutoff = tx.session.execute(
-        select(col(QueuedEnvelope.seq))
-        .where(col(QueuedEnvelope.recipient_device_id) == recipient_device_id)
-        .order_by(col(QueuedEnvelope.seq).desc())
-        .offset(QUEUE_CAP - 1)
-        .limit(1)
-    ).scalar_one_or_none()
-    if cutoff is not None:
+    if tx.session.get_bind().dialect.name != "sqlite":  # SQLite writers are serial already
         tx.session.execute(
-            delete(QueuedEnvelope).where(
-                col(QueuedEnvelope.recipient_device_id) == recipient_device_id,
-                col(QueuedEnvelope.seq) < cutoff,
-            )
+            select(col(Device.device_id))
+            .where(col(Device.device_id) == recipient_device_id)
+            .with_for_update()
         )
+    now = tx.now()
+    connection = tx.session.connection()
+    seq = connection.execute(
+        _INSERT,
+        {
+            "recipient_device_id": recipient_device_id,
+            "sender": sender,
+            "type": type,
+            "blob": blob,
+            "created_at": now,
+            "expires_at": now + max(LIVE_GRACE_S, min(ttl_s, max_lifetime_s)),
+        },
+    ).scalar_one()
+    connection.execute(_TRIM, {"recipient": recipient_device_id})
+    tx.emit(EnvelopeQueued(recipient_device_id, seq))
+    return int(seq)
+
+
+# Built once: the queue is the hot path, and building SQL statements costs more than running them.
+_QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
+_INSERT = insert(_QUEUE).returning(_QUEUE.c.seq)
+_OLDEST_KEPT = (
+    select(_QUEUE.c.seq)
+    .where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
+    .order_by(_QUEUE.c.seq.desc())
+    .offset(QUEUE_CAP - 1)
+    .limit(1)
+    .scalar_subquery()
+)
+# Keep the newest QUEUE_CAP entries: one DELETE below the cap's oldest survivor.
+_TRIM = delete(_QUEUE).where(
+    _QUEUE.c.recipient_device_id == bindparam("recipient"), _QUEUE.c.seq < _OLDEST_KEPT
+)
 
 
 def push_target(tx: Tx, device: Device) -> PushTarget:
-    subscription = tx.session.get(WebPushSubscriptionRow, device.device_id)
+    """Where the device can be pushed (its web-push subscription is read only when web push is on)."""
+    subscription = tx.session.get(WebPushSubscriptionRow, device.device_id) if tx.web_push_enabled else None
     return PushTarget(
         device_id=device.device_id,
         fcm_token=device.fcm_token,
