@@ -15,6 +15,7 @@ from typing import Any, Final
 import anyio
 
 from core.context import Core
+from core.errors import RelayError
 from core.events import device_topic
 from core.principal import Principal
 from core.services.relay import QueueItem, read_queue
@@ -49,7 +50,12 @@ async def _follow(
     async with core.fanout.subscribe(device_topic(device_id)) as wakeups:
         last = after
         while True:
-            page = await core.run(read_queue, principal, after=last, limit=PAGE)
+            try:
+                page = await core.run(read_queue, principal, after=last, limit=PAGE)
+            except RelayError as error:
+                if error.code == "invalid_token":
+                    return  # revoked while we read: end the stream cleanly, as the revocation event would
+                raise
             for item in page.items:
                 yield item
                 last = item.seq
