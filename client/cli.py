@@ -23,6 +23,7 @@ from typing import Any, TypeAlias
 
 from client import computer, phone
 from client.api import ApiError, TokenInfo
+from client.phone_ops import Output, PhoneOps
 from client.state import ClientError, DeviceState, Paired, Role, default_state_path
 from client.stream import (
     Dispatcher,
@@ -56,6 +57,7 @@ def add_commands(commands: Subcommands) -> None:
     add_connect_command(phone_commands)
     add_pair_command(commands)
     add_stream_commands(commands, phone_commands)
+    add_answer_command(phone_commands)
 
 
 # Building blocks for every client command.
@@ -418,10 +420,28 @@ def add_stream_commands(commands: Subcommands, phone_commands: Subcommands) -> N
         description="Run the virtual phone: follow its event stream and print every message and push\n"
         "it receives, decrypted: notifications, clipboard texts from computers, wake-ups\n"
         "(`notify`), registration challenges and disconnects. Resumes after the last event\n"
-        "seen (`last_seq` in the state file) unless --since is given. Stops on Ctrl-C.",
+        "seen (`last_seq` in the state file) unless --since is given. Stops on Ctrl-C.\n\n"
+        "It also acts as the phone: reminders are armed (kept in the state file across\n"
+        "restarts) and print `REMINDER: <message>` at their time; questions print\n"
+        "`QUESTION [int_...]: <question>` with numbered choices and are answered with\n"
+        "--answer N, by typing a number (when stdin is a terminal) or later with\n"
+        "`relaybox phone answer`; a ring prints `RING for <n> s`; documents are pulled and\n"
+        "saved into --downloads (`SAVED <path>`), never replacing an existing file.",
         run=_phone_run,
     )
     _add_follow_options(run)
+    run.add_argument(
+        "--answer",
+        type=_non_negative_int,
+        metavar="N",
+        help="answer every question at once with choice N (0 is the first), e.g. in scripts",
+    )
+    run.add_argument(
+        "--downloads",
+        type=Path,
+        metavar="DIR",
+        help="where received documents are saved (default: Downloads beside the state file)",
+    )
     add_state_option(run, "phone")
 
     send = command(
@@ -478,27 +498,42 @@ def _add_follow_options(parser: argparse.ArgumentParser) -> None:
 
 def _tail(args: argparse.Namespace) -> int:
     path = state_path(args, "computer")
-    return _follow(args, path, DeviceState.load(path), default_dispatcher())
+    return _follow(args, path, DeviceState.load(path), default_dispatcher(), Output(as_json=args.json))
 
 
 def _phone_run(args: argparse.Namespace) -> int:
     path = state_path(args, "phone")
-    return _follow(args, path, phone.load(path), phone.run_dispatcher(path))
+    state = phone.load(path)
+    output = Output(as_json=args.json)
+    downloads: Path | None = args.downloads.expanduser() if args.downloads is not None else None
+    interactive = args.answer is None and _stdin_is_terminal()
+    ops = PhoneOps(path, state, output, answer=args.answer, interactive=interactive, downloads=downloads)
+    with ops:
+        return _follow(args, path, state, phone.run_dispatcher(path, ops), output)
 
 
-def _follow(args: argparse.Namespace, path: Path, state: DeviceState, dispatcher: Dispatcher) -> int:
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):
+        return False
+
+
+def _follow(
+    args: argparse.Namespace, path: Path, state: DeviceState, dispatcher: Dispatcher, output: Output
+) -> int:
     since: int | None = args.since if args.since is not None else load_last_seq(path)
     position = Position(path, state.device_id, since)
     opener = Opener(path, state)
     start = f"after seq {since}" if since is not None else "from the oldest queued event"
-    _note(f"following {state.server} as {state.name or state.device_id} ({state.role}) {start}")
+    output.note(f"following {state.server} as {state.name or state.device_id} ({state.role}) {start}")
     follower = SyncFollower(
         state.server,
         state.device_token,
         after=since,
         idle=args.idle if args.once else None,
         max_failures=ONCE_MAX_FAILURES if args.once else None,
-        notice=_note,
+        notice=output.note,
     )
     stopper = _Stopper()
     try:
@@ -508,10 +543,11 @@ def _follow(args: argparse.Namespace, path: Path, state: DeviceState, dispatcher
                     if isinstance(item, KeepAlive):
                         position.flush()
                         continue
-                    _show(opener.open(item), dispatcher, as_json=args.json)
-                    position.advance(item.seq)
+                    _show(opener.open(item), dispatcher, output)
+                    if not item.live:  # a live push has no sequence id: it never moves the position
+                        position.advance(item.seq)
     except KeyboardInterrupt:
-        _note(f"stopped; the next run resumes after seq {position.seq or 0}")
+        output.note(f"stopped; the next run resumes after seq {position.seq or 0}")
     except BrokenPipeError:
         # The reader went away (`relaybox tail | head`); what it did not take is not counted.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -520,12 +556,16 @@ def _follow(args: argparse.Namespace, path: Path, state: DeviceState, dispatcher
     return 0
 
 
-def _show(opened: Received | Dropped, dispatcher: Dispatcher, *, as_json: bool) -> None:
+def _show(opened: Received | Dropped, dispatcher: Dispatcher, output: Output) -> None:
     if isinstance(opened, Dropped):
-        _note(f"warning: dropped seq {opened.seq} ({opened.event} from {opened.sender}): {opened.reason}")
+        output.note(
+            f"warning: dropped seq {opened.seq} ({opened.event} from {opened.sender}): {opened.reason}"
+        )
         return
     line = dispatcher.describe(opened)  # describers may act, so they run in either mode
-    print(json.dumps(opened.to_json(), ensure_ascii=False) if as_json else line, flush=True)
+    if not line:
+        return  # the describer showed the event itself (client.phone_ops)
+    output.line(json.dumps(opened.to_json(), ensure_ascii=False) if output.as_json else line)
 
 
 class _Stopper:
@@ -564,6 +604,30 @@ class _Stopper:
             raise KeyboardInterrupt
 
 
+# relaybox phone answer
+
+
+def add_answer_command(phone_commands: Subcommands) -> None:
+    answer = command(
+        phone_commands,
+        "answer",
+        summary="answer a question the phone was asked (as tapping a button would)",
+        description="Answer a question that `relaybox phone run` showed as `QUESTION [int_...]`, with\n"
+        "the number of the chosen answer as shown there (0 is the first). The first answer\n"
+        "wins: a second one, or one after the question expired, is refused.",
+        run=_phone_answer,
+    )
+    answer.add_argument("interaction_id", metavar="INTERACTION_ID", help="the question's id (int_...)")
+    answer.add_argument("choice", type=_non_negative_int, metavar="N", help="the chosen answer's number")
+    add_state_option(answer, "phone")
+
+
+def _phone_answer(args: argparse.Namespace) -> int:
+    answered = phone.answer(state_path(args, "phone"), args.interaction_id, args.choice)
+    print(f"answered {answered.interaction_id} with choice {answered.choice_index} ({answered.status})")
+    return 0
+
+
 def _phone_send(args: argparse.Namespace) -> int:
     sent = phone.relay_text(state_path(args, "phone"), _text_argument(args.text), to=args.to)
     _print_sent(sent)
@@ -582,10 +646,6 @@ def _text_argument(text: str) -> str:
 
 def _print_sent(sent: Relayed) -> None:
     print(f"sent to {sent.peer.name or sent.peer_id} (seq {sent.seq}, {sent.msg_id})")
-
-
-def _note(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # Output helpers.

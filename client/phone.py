@@ -11,6 +11,8 @@ from pathlib import Path
 import httpx
 
 from client.api import ApiError, CreatedToken, RelayboxApi, TokenInfo
+from client.phone_ops import Answered, PhoneOps
+from client.phone_ops import answer_question as _answer_question
 from client.state import DeviceState, Paired, Peer, StateError
 from client.stream import Dispatcher, Received, Relay, Relayed, default_dispatcher, one_line
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair
@@ -132,13 +134,22 @@ def relay_text(
         return relay.send_text(text, to=to)
 
 
-def run_dispatcher(path: Path) -> Dispatcher:
+def answer(
+    path: Path, interaction_id: str, choice_index: int, *, transport: httpx.BaseTransport | None = None
+) -> Answered:
+    """Answer a question the phone was asked (``choice_index``: 0 is the first choice). The server
+    refuses a second answer (409 ``already_answered``) and a late one (``interaction_expired``)."""
+    return _answer_question(load(path), interaction_id, choice_index, transport=transport)
+
+
+def run_dispatcher(path: Path, ops: PhoneOps | None = None) -> Dispatcher:
     """What ``relaybox phone run`` does with each payload and push type: one describer per type.
 
-    This is the table to extend (reminders, approval questions, ring, documents): add an entry to
-    ``payloads`` (keyed by the decrypted payload's ``type``) or ``pushes`` (keyed by the push
-    ``type``). A describer gets the opened ``Received`` and returns the line to print; it may act
-    first (the state file is at ``path``; ``client.stream.Relay`` answers a peer).
+    This is the table to extend: add an entry to ``payloads`` (keyed by the decrypted payload's
+    ``type``) or ``pushes`` (keyed by the push ``type``). A describer gets the opened ``Received``
+    and returns the line to print; it may act first (the state file is at ``path``;
+    ``client.stream.Relay`` answers a peer). With ``ops``, reminders, questions, ring and documents
+    are handled by ``client.phone_ops`` (which prints its own output).
     """
     dispatcher = default_dispatcher()
     dispatcher.pushes.update(
@@ -149,6 +160,8 @@ def run_dispatcher(path: Path) -> Dispatcher:
             "batch_dismiss": _describe_batch_dismiss,
         }
     )
+    if ops is not None:
+        ops.install(dispatcher)
     return dispatcher
 
 

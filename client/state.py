@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import secrets
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,9 @@ STATE_VERSION = 1
 STATE_DIR_ENV = "RELAYBOX_CLIENT_STATE_DIR"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+# Read-modify-write of a state file by several threads of one process (the stream's position, the
+# phone's armed reminders, a save) happens under this lock, so no writer loses another's field.
+_FILE_LOCK = threading.Lock()
 
 
 class ClientError(Exception):
@@ -206,8 +210,18 @@ class DeviceState:
         return state
 
     def save(self, path: Path) -> None:
-        """Write the state atomically with mode 0600 (see ``write_private``)."""
-        write_private(path, json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
+        """Write the state atomically with mode 0600 (see ``write_private``).
+
+        Fields that other parts of the client keep in the same file (``last_seq``, the phone's armed
+        ``reminders``) are carried over when the file holds this same device; a new device starts
+        without them.
+        """
+        data = self.to_json()
+        with _FILE_LOCK:
+            kept = {
+                key: value for key, value in _read_fields(path, self.device_id).items() if key not in data
+            }
+            write_private(path, json.dumps(kept | data, indent=2, sort_keys=True) + "\n")
 
 
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -222,6 +236,41 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
 def default_state_path(role: Role, environ: Mapping[str, str] | None = None) -> Path:
     """``phone.json`` or ``computer.json`` in the default state folder."""
     return default_state_dir(environ) / f"{role}.json"
+
+
+def update_fields(path: Path, device_id: str, fields: Mapping[str, object]) -> bool:
+    """Set top-level ``fields`` in the state file (``None`` removes one), changing nothing else.
+
+    The file is read fresh, so fields another command wrote meanwhile survive. A file that now holds
+    another device, or is not a JSON object, is left alone (returns False). A missing or unreadable
+    file raises ``OSError``, one that is not JSON ``ValueError``.
+    """
+    with _FILE_LOCK:
+        raw: object = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict) or raw.get("device_id") != device_id:
+            return False
+        for key, value in fields.items():
+            if value is None:
+                raw.pop(key, None)
+            else:
+                raw[key] = value
+        write_private(path, json.dumps(raw, indent=2, sort_keys=True) + "\n")
+        return True
+
+
+def read_field(path: Path, device_id: str, key: str) -> object:
+    """One top-level field of the state file, ``None`` when absent, unreadable or another device's."""
+    return _read_fields(path, device_id).get(key)
+
+
+def _read_fields(path: Path, device_id: str) -> dict[str, object]:
+    try:
+        raw: object = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict) or raw.get("device_id") != device_id:
+        return {}
+    return cast(dict[str, object], raw)
 
 
 def write_private(path: Path, text: str) -> None:

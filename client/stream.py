@@ -31,7 +31,7 @@ from typing import Any, Final, Self, cast
 import httpx
 
 from client.api import CONNECT_TIMEOUT_S, USER_AGENT, ApiError, RelayboxApi, error_from_response
-from client.state import ClientError, DeviceState, Peer, StateError, write_private
+from client.state import ClientError, DeviceState, Peer, StateError, update_fields
 from core.domain.canonical import canonical_json
 from core.domain.envelope import EnvelopeError, PairBox
 from core.domain.keys import InvalidPublicKey, decode_public_key
@@ -50,11 +50,13 @@ SERVER: Final = "server"
 @dataclass(frozen=True, slots=True)
 class SseEvent:
     """A dispatched event: its type (``message`` by default), data lines joined by ``\\n``, and
-    the last event id in force when it was dispatched."""
+    the last event id in force when it was dispatched. ``own_id``: the event itself had an ``id``
+    line (otherwise ``id`` is inherited from an earlier event)."""
 
     event: str
     data: str
     id: str | None
+    own_id: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,7 @@ class SseParser:
         self._event = ""
         self._data: list[str] = []
         self._id_buffer: str | None = None
+        self._own_id = False
         self.last_event_id: str | None = None
         self.retry_ms: int | None = None
 
@@ -123,14 +126,17 @@ class SseParser:
                 self._data.append(value)
             elif name == "id" and "\0" not in value:
                 self._id_buffer = value
+                self._own_id = True
             elif name == "retry" and value.isascii() and value.isdigit():
                 self.retry_ms = int(value)
 
     def _dispatch(self, items: list[SseItem]) -> None:
         self.last_event_id = self._id_buffer
         if self._data:
-            items.append(SseEvent(self._event or "message", "\n".join(self._data), self.last_event_id))
-        self._event, self._data = "", []
+            items.append(
+                SseEvent(self._event or "message", "\n".join(self._data), self.last_event_id, self._own_id)
+            )
+        self._event, self._data, self._own_id = "", [], False
 
 
 # Following /v1/sync.
@@ -139,11 +145,17 @@ class SseParser:
 @dataclass(frozen=True, slots=True)
 class SyncEvent:
     """One ``/v1/sync`` frame: ``seq`` (its id), ``event`` (envelope, push, token_update) and the
-    raw JSON ``data``."""
+    raw JSON ``data``.
+
+    ``live``: a push sent only to open streams and never queued (ring, reminders), a frame without
+    an ``id`` line. It has no sequence id of its own: ``seq`` is the last id handed out before it
+    (0 if none), and it never moves the position.
+    """
 
     seq: int
     event: str
     data: str
+    live: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +292,8 @@ class SyncFollower:
         return _OpenStream(self._http, request, revoked=self.connections > 0)
 
     def _accept(self, item: SseEvent) -> SyncEvent | None:
+        if item.event == "push" and not item.own_id:
+            return SyncEvent(self.last_seq or 0, item.event, item.data, live=True)
         seq_text = item.id or ""
         if not (seq_text.isascii() and seq_text.isdigit()):
             self._notice(f"ignored a {item.event!r} event without a numeric id")
@@ -345,7 +359,8 @@ def _describe(error: Exception) -> str:
 class Received:
     """An event that was opened. For ``envelope`` and ``token_update``, ``payload`` is the
     decrypted JSON object; for ``push`` it is the cleartext fields after ``type`` and ``inline``
-    is the decrypted inline ``payload`` envelope, if the push carried one."""
+    is the decrypted inline ``payload`` envelope, if the push carried one. ``live``: a push that was
+    never queued (see ``SyncEvent``); its JSON form has ``"seq": null`` and ``"live": true``."""
 
     seq: int
     event: str
@@ -354,10 +369,11 @@ class Received:
     type: str
     payload: dict[str, Any]
     inline: dict[str, Any] | None = None
+    live: bool = False
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {
-            "seq": self.seq,
+            "seq": None if self.live else self.seq,
             "event": self.event,
             "from": self.sender,
             "type": self.type,
@@ -365,6 +381,8 @@ class Received:
         }
         if self.inline is not None:
             record["inline"] = self.inline
+        if self.live:
+            record["live"] = True
         return record
 
 
@@ -424,7 +442,7 @@ class Opener:
         inline = None
         if "payload" in fields:
             inline = self._open_blob(SERVER, _field(data, "payload"))
-        return Received(event.seq, "push", SERVER, SERVER, push_type, fields, inline)
+        return Received(event.seq, "push", SERVER, SERVER, push_type, fields, inline, live=event.live)
 
     def _open_blob(self, sender: str, blob_text: str) -> dict[str, Any]:
         try:
@@ -498,7 +516,9 @@ class Dispatcher:
 
     Commands extend the tables (``payloads["reminder"] = …``); a describer may also act (reply,
     ring) before returning its line. The CLI defers Ctrl-C while one runs (an event is handled
-    whole or not at all), so a describer must not wait long.
+    whole or not at all), so a describer must not wait long. A describer that printed everything
+    itself (``client.phone_ops``) returns ``""``: nothing more is shown for the event, in either
+    output mode.
     """
 
     payloads: dict[str, Describe] = field(default_factory=dict)
@@ -507,7 +527,10 @@ class Dispatcher:
     def describe(self, item: Received) -> str:
         table = self.pushes if item.event == "push" else self.payloads
         describer = table.get(item.type, describe_fields)
-        return f"[seq {item.seq}] {describer(item)}"
+        line = describer(item)
+        if not line:
+            return ""
+        return f"[live] {line}" if item.live else f"[seq {item.seq}] {line}"
 
 
 def one_line(text: object) -> str:
@@ -664,11 +687,7 @@ def load_last_seq(path: Path) -> int | None:
 def save_last_seq(path: Path, device_id: str, seq: int) -> None:
     """Record ``seq`` in the state file, changing nothing else (read fresh, so fields another
     command wrote meanwhile survive). A file that now holds another device is left alone."""
-    raw: object = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(raw, dict) or raw.get("device_id") != device_id:
-        return
-    raw[LAST_SEQ] = seq
-    write_private(path, json.dumps(raw, indent=2, sort_keys=True) + "\n")
+    update_fields(path, device_id, {LAST_SEQ: seq})
 
 
 class Position:

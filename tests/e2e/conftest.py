@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Self
@@ -192,9 +192,12 @@ class Cli:
 
 
 class RelayboxServer:
-    """``relaybox serve --port 0`` in its own data folder, stopped with SIGTERM (then SIGKILL)."""
+    """``relaybox serve --port 0`` in its own data folder, stopped with SIGTERM (then SIGKILL).
 
-    def __init__(self, workdir: Path) -> None:
+    ``env``: extra variables for the server (settings such as ``RELAYBOX_DOCUMENTS_ENABLED``).
+    """
+
+    def __init__(self, workdir: Path, env: Mapping[str, str] | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = workdir / "server.stderr"
         self.url = ""
@@ -213,7 +216,7 @@ class RelayboxServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=stderr_file,
-                env=child_environment(workdir),
+                env=child_environment(workdir) | dict(env or {}),
                 cwd=workdir,
                 text=True,
                 encoding="utf-8",
@@ -265,15 +268,26 @@ class RelayboxServer:
     def stderr(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
+    def stdout(self) -> str:
+        """Everything the server has printed on stdout so far (the access log follows the URL line)."""
+        return "".join(self._stdout.lines)
+
 
 @pytest.fixture
-def relaybox_server(tmp_path: Path) -> Iterator[str]:
-    """The base URL of a freshly started real server; fails the test if it logged a traceback."""
+def relaybox_process(tmp_path: Path) -> Iterator[RelayboxServer]:
+    """A freshly started real server, ready; fails the test if it logged a traceback."""
     with RelayboxServer(tmp_path / "server") as server:
-        yield server.wait_until_ready()
+        server.wait_until_ready()
+        yield server
     log = server.stderr()
     if TRACEBACK in log:
         pytest.fail(f"the server wrote a traceback to stderr:\n{log}")
+
+
+@pytest.fixture
+def relaybox_server(relaybox_process: RelayboxServer) -> str:
+    """The base URL of ``relaybox_process``."""
+    return relaybox_process.url
 
 
 @pytest.fixture
