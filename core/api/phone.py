@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pydantic import BaseModel
+from starlette.responses import Response
 
-from core.api.routing import Call, Endpoint
+from core.api.routing import Call, Endpoint, until_disconnected
 from core.errors import RelayError
 from core.services import documents, interactions, reminders, ring
 from core.services.auth import Accept
@@ -31,12 +32,16 @@ async def create_interaction(call: Call) -> BaseModel:
     return result
 
 
-async def get_interaction(call: Call) -> BaseModel:
+async def get_interaction(call: Call) -> BaseModel | Response:
     wait = wait_seconds(call.request.query_params.get("wait"))
     interaction_id = call.path["interaction_id"]
-    return await call.core.run(
-        interactions.poll_interaction, call.principal, interaction_id=interaction_id, wait=wait
+    polled = await until_disconnected(
+        call.request,
+        call.core.run(
+            interactions.poll_interaction, call.principal, interaction_id=interaction_id, wait=wait
+        ),
     )
+    return polled if polled is not None else Response(status_code=204)  # nobody is left to hear it
 
 
 async def answer_interaction(call: Call) -> BaseModel:

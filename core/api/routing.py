@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import anyio
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
@@ -24,6 +25,7 @@ from core.services.auth import Accept, authenticate, bearer_from_header
 from core.services.limits import Limited, limit_headers
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 @dataclass
@@ -148,3 +150,26 @@ def validate_model(model: type[M], data: Any) -> M:
             for error in exc.errors(include_url=False, include_input=False)
         ]
         raise RelayError("invalid_body", details={"errors": problems[:20]}) from exc
+
+
+async def until_disconnected(request: Request, work: Awaitable[T]) -> T | None:
+    """Run ``work``; if the client hangs up first, cancel it and return ``None`` (a waiting poll
+    must not outlive its caller). Errors of ``work`` propagate as they are."""
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+    async with anyio.create_task_group() as tasks:
+
+        async def watch() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(watch)
+        try:
+            outcome.append(await work)
+        except Exception as error:  # re-raised below, outside the task group, unwrapped
+            failure.append(error)
+        tasks.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    return outcome[0] if outcome else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,7 +54,19 @@ class SendRequest(BaseModel):
 
 async def send(call: Call) -> BaseModel:
     fields = await read_fields(call.request, call.core.settings.max_body_bytes)
+    if call.request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        fields = bare_form_message(fields)
     return await call.core.run(send_notification, call.principal, fields=fields, ip=call.ip)
+
+
+def bare_form_message(fields: dict[str, Any]) -> dict[str, Any]:
+    """``curl -d 'disk almost full' URL`` sends the text form-encoded as one key with no value:
+    take it as the message, as a person typing that command means."""
+    if "message" not in fields and len(fields) == 1:
+        [(key, value)] = fields.items()
+        if value == "" and isinstance(key, str):
+            return {"message": key}
+    return fields
 
 
 async def send_with_path_token(call: Call) -> BaseModel:

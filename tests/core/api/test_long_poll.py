@@ -95,3 +95,21 @@ async def test_ring_and_reminders_reach_an_open_stream_live(live_server: str, co
         open_envelope(base64.b64decode(armed.json["payload"]), phone.secret_key, core.keys.public_key)
     )
     assert (reminder["message"], reminder["fire_at"]) == ("stand up", at)
+
+
+async def test_a_poll_whose_caller_hangs_up_stops_waiting(live_server: str, core: Core) -> None:
+    from core.adapters.fanout.memory import MemoryFanout
+    from core.services.interactions import answered_topic
+
+    fanout = core.fanout
+    assert isinstance(fanout, MemoryFanout)
+    with httpx.Client(base_url=live_server, timeout=10) as http:
+        _, headers = setup(http)
+        created = http.post("/v1/interactions", json={"question": "ok?"}, headers=headers).json()
+    topic = answered_topic(created["id"])
+    async with httpx.AsyncClient(base_url=live_server, timeout=httpx.Timeout(10, read=0.5)) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            await client.get(f"/v1/interactions/{created['id']}?wait=30", headers=headers)
+    with anyio.fail_after(5):
+        while fanout.subscriber_count(topic):  # noqa: ASYNC110 - another thread's loop owns the state
+            await anyio.sleep(0.05)

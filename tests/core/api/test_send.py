@@ -251,3 +251,16 @@ def test_the_plaintext_is_not_stored_anywhere_in_the_database(
                     assert marker.encode() not in handle.read()
             except FileNotFoundError:
                 continue
+
+
+def test_curl_dash_d_with_bare_text_is_taken_as_the_message(
+    client: TestClient, core: Core, account: tuple[FakeDevice, FakeDevice, str]
+) -> None:
+    _, computer, token = account
+    response = client.post(
+        "/v1/send",
+        content=b"disk almost full",
+        headers={**bearer(token), "content-type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 200
+    assert queued_payloads(core, computer)[-1]["message"] == "disk almost full"
