@@ -1,4 +1,4 @@
-"""create_app(): THE composition root — one ASGI app serving /v1, and (later) /oauth and /mcp."""
+"""create_app(): THE composition root — one ASGI app serving /v1, /oauth and (later) /mcp."""
 
 from __future__ import annotations
 
@@ -18,15 +18,19 @@ from core.errors import RelayError
 from core.principal import Principal
 from core.services.maintenance import sweep_expired
 from core.settings import Settings
+from oauth.maintenance import sweep_oauth
+from oauth.routes import oauth_routes
 
 log = logging.getLogger("relaybox")
 SWEEP_INTERVAL_S = 60
 
 
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
-    """Build the app for ``settings`` (read from the environment when omitted)."""
+    """Build the app for ``settings`` (read from the environment when omitted). An unusable public
+    URL (an http issuer outside loopback) raises ``oauth.metadata.IssuerError`` here, at start-up."""
     if core is None:
         core = build_core(settings or Settings())
+    routes = [*api_routes(core), *oauth_routes(core)]
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -36,7 +40,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
             tasks.cancel_scope.cancel()
 
     app = Starlette(
-        routes=api_routes(core),
+        routes=routes,
         exception_handlers={
             RelayError: relay_error_handler,
             HTTPException: http_error_handler,
@@ -50,8 +54,9 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
 
 async def _sweep_forever(core: Core) -> None:
     while True:
-        try:
-            await core.run(sweep_expired, Principal.system())
-        except Exception:
-            log.exception("expiry sweep failed; retrying next interval")
+        for sweep in (sweep_expired, sweep_oauth):
+            try:
+                await core.run(sweep, Principal.system())
+            except Exception:
+                log.exception("expiry sweep failed; retrying next interval")
         await anyio.sleep(SWEEP_INTERVAL_S)

@@ -38,6 +38,10 @@ CATALOGUE: dict[str, ErrorSpec] = {
     ),
     "too_many_attempts": ErrorSpec(429, "Too many wrong pairing codes; wait before trying again."),
     "not_a_phone": ErrorSpec(403, "Only the phone can do this."),
+    # Connector consent (the OAuth consent page).
+    "consent_expired": ErrorSpec(410, "The consent request expired; start connecting again from the app."),
+    "consent_not_confirmed": ErrorSpec(409, "Confirm the code on your phone first."),
+    "consent_decided": ErrorSpec(409, "This consent request was already answered."),
     "already_registered": ErrorSpec(409, "This device is already registered."),
     "invalid_registration": ErrorSpec(400, "The push registration challenge does not match."),
     # Relay and streams.

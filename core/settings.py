@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     documents_enabled: bool = False
     document_parking_s: int = Field(default=3600, ge=60, le=3600)
 
+    # The MCP connector's DNS-rebinding guard: Host and Origin values admitted besides public_url's.
+    mcp_allowed_hosts: list[str] = Field(default_factory=list)
+    mcp_allowed_origins: list[str] = Field(default_factory=list)
+
     # Push services. Each is used only when configured (and its extra installed).
     fcm_credentials_file: Path | None = Field(default=None, description="Firebase service-account JSON")
     fcm_url: str | None = Field(default=None, description="Override of the FCM send URL (tests, proxies)")
@@ -83,6 +87,28 @@ class Settings(BaseSettings):
     max_envelope_bytes: int = Field(default=64 * 1024, ge=64, description="Largest relayed blob (raw bytes)")
     stream_keepalive_s: float = Field(default=15.0, gt=0)
     sms_enabled: bool = False
+
+    # OAuth authorization server for the connector. The issuer is ``base_url``: https, or http on a
+    # loopback host (checked when the app is built).
+    oauth_access_token_ttl_s: int = Field(default=3600, ge=60, le=86_400)
+    oauth_refresh_token_ttl_s: int = Field(default=30 * 86_400, ge=3600)
+    oauth_code_ttl_s: int = Field(default=120, ge=10, le=600, description="Authorization code lifetime")
+    oauth_consent_ttl_s: int = Field(
+        default=300, ge=60, le=900, description="Lifetime of the six-digit code on the consent page"
+    )
+    oauth_client_ttl_s: int = Field(
+        default=86_400, ge=60, description="A registered client that never completes a grant is removed"
+    )
+    oauth_register_per_ip_per_minute: int = Field(default=10, ge=1)
+    oauth_consent_per_ip_per_minute: int = Field(default=10, ge=1)
+    # Client ID Metadata Documents (a client_id that is an https URL). Loopback http documents are
+    # refused unless this is set: for tests and local development only, never in production.
+    cimd_allow_loopback: bool = Field(
+        default=False, description="Accept http://127.0.0.1 client ID metadata documents (tests only)"
+    )
+    cimd_timeout_s: float = Field(default=5.0, gt=0, le=30)
+    cimd_max_bytes: int = Field(default=5 * 1024, ge=512, le=64 * 1024)
+    cimd_cache_ttl_s: int = Field(default=3600, ge=60, le=86_400)
 
     @field_validator("public_url")
     @classmethod

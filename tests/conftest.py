@@ -12,6 +12,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlmodel import SQLModel
 from starlette.testclient import TestClient
 
+import oauth.tables  # noqa: F401  (SQLModel.metadata must hold the authorization server's tables)
 from connector.app import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock

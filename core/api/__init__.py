@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from core.api import devices, health, pairing, phone, pushover, relay, send, tokens
+from core.api import devices, grants, health, pairing, phone, pushover, relay, send, tokens
 from core.api.health import openapi_response
 from core.api.openapi import build_openapi
 from core.api.routing import Endpoint
@@ -16,6 +16,7 @@ BASE_ENDPOINTS: list[Endpoint] = [
     *devices.ENDPOINTS,
     *pairing.ENDPOINTS,
     *tokens.ENDPOINTS,
+    *grants.ENDPOINTS,
     *relay.ENDPOINTS,
     *send.ENDPOINTS,
     *pushover.ENDPOINTS,

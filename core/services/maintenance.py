@@ -11,6 +11,8 @@ from core.context import Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
 from core.store.tables import (
+    ConnectorGrant,
+    ConsentSession,
     Interaction,
     PairingCode,
     PairResult,
@@ -28,8 +30,9 @@ class SweepOut(BaseModel):
 
 
 def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
-    """Remove expired pairing codes and results, queued envelopes, registration challenges, and
-    revocation audit rows older than the retention (30 days by default)."""
+    """Remove expired pairing codes and results, consent sessions, queued envelopes, registration
+    challenges, and revocation audit rows (sender tokens, connector grants with their tokens)
+    older than the retention (30 days by default)."""
     if principal.kind is not PrincipalKind.SYSTEM:
         raise RelayError("forbidden")
     now = tx.now()
@@ -37,6 +40,9 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
         # Expired codes linger an hour so a computer still polling hears "pairing_expired".
         "pairing_codes": delete(PairingCode).where(col(PairingCode.expires_at) <= now - EXPIRED_CODE_GRACE_S),
         "pair_results": delete(PairResult).where(col(PairResult.expires_at) <= now),
+        "consent_sessions": delete(ConsentSession).where(
+            col(ConsentSession.expires_at) <= now - EXPIRED_CODE_GRACE_S
+        ),
         "queued_envelopes": delete(QueuedEnvelope).where(col(QueuedEnvelope.expires_at) <= now),
         "registration_challenges": delete(RegistrationChallenge).where(
             col(RegistrationChallenge.expires_at) <= now
@@ -46,6 +52,10 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
         "interactions": delete(Interaction).where(col(Interaction.expires_at) <= now - 86_400),
         "revoked_tokens": delete(SenderToken).where(
             col(SenderToken.revoked_at) <= now - tx.settings.revoked_token_retention_s
+        ),
+        # Their tokens go with them (ON DELETE CASCADE).
+        "revoked_connector_grants": delete(ConnectorGrant).where(
+            col(ConnectorGrant.revoked_at) <= now - tx.settings.revoked_token_retention_s
         ),
     }
     removed = {

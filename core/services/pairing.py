@@ -4,6 +4,9 @@ The computer calls ``init_pairing`` (unauthenticated, per-IP limited) and gets a
 device id and credential; the phone confirms the code with its credential; the computer collects
 the phone's key with ``get_pairing_result``. Wrong codes are limited per IP, per phone and across
 the whole server, so no live code can be guessed within its lifetime (see ``_failure_checks``).
+
+The phone confirms the connector's consent codes (``core.services.consent``) through the same
+route and the same limits: a live consent code is confirmed as intent ``connector``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
-from core.context import Tx
+from core.context import Tx, read_only
 from core.domain.secrets import (
     PAIRING_CODE_PATTERN,
     digest,
@@ -28,6 +31,7 @@ from core.domain.secrets import (
 )
 from core.errors import RelayError
 from core.principal import Principal
+from core.services.consent import confirm_consent_code, consent_code_is_live
 from core.services.devices import DeviceType, charge_ip, checked_public_key, own_device
 from core.store.tables import Device, Pair, PairingCode, PairResult
 
@@ -56,6 +60,9 @@ class PairConfirm(BaseModel):
     model_config = ConfigDict(extra="forbid")
     code: str = Field(max_length=16)
     public_key: str = Field(max_length=128)
+    intent: Literal["pair", "connector"] | None = Field(
+        default=None, description="Only a code of this kind matches (default: either kind)"
+    )
 
 
 class PairedDevice(BaseModel):
@@ -66,9 +73,12 @@ class PairedDevice(BaseModel):
 
 
 class PairConfirmOut(BaseModel):
-    pair_id: str
     intent: str
-    device: PairedDevice
+    pair_id: str | None = Field(default=None, description="Pairing codes only")
+    device: PairedDevice | None = Field(default=None, description="Pairing codes only: the new computer")
+    client_name: str | None = Field(
+        default=None, description="Connector codes only: the client to approve on the consent page"
+    )
 
 
 class PairResultOut(BaseModel):
@@ -91,6 +101,8 @@ def init_pairing(tx: Tx, principal: Principal, *, body: PairInit) -> PairInitOut
     for _ in range(CODE_ATTEMPTS):
         code = new_pairing_code()
         code_digest = pairing_code_digest(code, key)
+        if consent_code_is_live(tx, code_digest, now):
+            continue  # live as a connector consent code
         # An expired row keeps its computer's credential answering "pairing_expired" until the
         # sweep removes it; only the one this draw would collide with goes now.
         tx.session.execute(
@@ -127,7 +139,9 @@ def init_pairing(tx: Tx, principal: Principal, *, body: PairInit) -> PairInitOut
 
 def confirm_pairing(tx: Tx, principal: Principal, *, body: PairConfirm, ip: str) -> PairConfirmOut:
     """The phone redeems a code: the computer's device row and the pair row are written, the code
-    is deleted (single use) and a result is kept 24 h for the computer to collect."""
+    is deleted (single use) and a result is kept 24 h for the computer to collect. A live connector
+    consent code is confirmed instead (intent ``connector``): it binds the consent page to this
+    phone's account and creates no device."""
     phone_id = principal.require_phone()
     phone = own_device(tx, principal)
     checks = _failure_checks(tx, ip, phone_id)
@@ -140,7 +154,12 @@ def confirm_pairing(tx: Tx, principal: Principal, *, body: PairConfirm, ip: str)
     code_row = None
     if PAIRING_CODE_PATTERN.fullmatch(body.code):
         digest_value = pairing_code_digest(body.code, tx.keys.derived_key("pairing-code"))
-        code_row = tx.session.get(PairingCode, digest_value)
+        if body.intent != "connector":
+            code_row = tx.session.get(PairingCode, digest_value)
+        if (code_row is None or code_row.expires_at <= now) and body.intent != "pair":
+            connector = confirm_consent_code(tx, phone, digest_value)
+            if connector is not None:
+                return PairConfirmOut(intent="connector", client_name=connector.client_name)
     if code_row is None or code_row.expires_at <= now or not _redeem(tx, code_row.code_digest):
         tx.limiter.acquire(checks, now_f)
         raise RelayError("invalid_code")
@@ -191,6 +210,7 @@ def confirm_pairing(tx: Tx, principal: Principal, *, body: PairConfirm, ip: str)
     )
 
 
+@read_only
 def get_pairing_result(tx: Tx, principal: Principal) -> PairResultOut:
     """The computer asks whether its code was confirmed (``pending``) and, once it was, gets the
     phone's id, name and public key."""

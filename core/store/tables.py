@@ -167,3 +167,42 @@ class ParkedDocument(SQLModel, table=True):
     blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     byte_length: int
     expires_at: int = Field(index=True)
+
+
+class ConsentSession(SQLModel, table=True):
+    """An authorization request waiting for its person: the six-digit code shown on the consent
+    page (as an HMAC digest, in the pairing-code namespace), confirmed by a phone, which decides
+    the account, then decided once on the page. The request itself is opaque to the core."""
+
+    __tablename__ = "consent_sessions"
+
+    session_id: str = Field(primary_key=True, max_length=40)
+    code_digest: str | None = Field(default=None, unique=True, max_length=64)  # cleared once confirmed
+    client_id: str = Field(max_length=512)
+    client_name: str = Field(max_length=128)
+    request_params: str = Field(max_length=8192)
+    browser_digest: str = Field(max_length=64)
+    csrf_digest: str = Field(max_length=64)
+    created_at: int
+    expires_at: int = Field(index=True)
+    confirmed_at: int | None = None
+    account_id: str | None = Field(default=None, foreign_key="accounts.account_id", max_length=36)
+    phone_device_id: str | None = Field(default=None, max_length=36)
+    decided_at: int | None = None
+
+
+class ConnectorGrant(SQLModel, table=True):
+    """One consent given to a connector client (an AI assistant): its scopes and audience. Its
+    tokens live with the authorization server; revoking the grant ends all of them at once."""
+
+    __tablename__ = "connector_grants"
+
+    grant_id: str = Field(primary_key=True, max_length=40)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    client_id: str = Field(max_length=512)
+    client_name: str = Field(max_length=128)
+    scopes: str = Field(max_length=256)  # space-separated, in the order of CONNECTOR_SCOPES
+    resource: str = Field(max_length=512)
+    created_at: int
+    last_used_at: int | None = None
+    revoked_at: int | None = Field(default=None, index=True)

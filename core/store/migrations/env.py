@@ -6,6 +6,7 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import core.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+import oauth.tables  # noqa: F401  (the authorization server's tables share this history)
 
 config = context.config
 target_metadata = SQLModel.metadata

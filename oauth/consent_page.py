@@ -1,0 +1,170 @@
+"""The consent page: server-rendered HTML with no external assets and a strict CSP.
+
+It names who is asking (client name, the host the browser returns to, whether the client runs on
+this computer) and shows the six-digit code to type into the phone. A small same-origin script,
+allowed by a per-response nonce, long-polls the session's status and, once the phone confirmed,
+reveals the requested scopes as checkboxes with Allow / Deny. The form carries a CSRF token;
+``form-action`` admits the page itself and the client's redirect origin (where the answer goes).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from html import escape
+
+from starlette.responses import HTMLResponse
+
+from oauth.redirect_uris import csp_source, is_loopback, redirect_host
+from oauth.scopes import DESCRIPTIONS
+
+
+@dataclass(frozen=True)
+class ConsentView:
+    session_id: str
+    code: str
+    client_id: str
+    client_name: str
+    metadata_document: bool
+    redirect_uri: str
+    scopes: list[str]
+    csrf_token: str
+    ttl_s: int
+
+
+STYLE = """
+body{font:16px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;
+background:#f4f5f7;color:#1d2330}
+main{max-width:34rem;margin:2rem auto;background:#fff;border-radius:12px;padding:1.5rem 1.75rem;
+box-shadow:0 1px 4px rgba(0,0,0,.12)}
+h1{font-size:1.35rem;margin:0 0 1rem}
+dl{display:grid;grid-template-columns:auto 1fr;gap:.3rem 1rem;margin:0 0 1rem}
+dt{color:#5b6475}dd{margin:0;word-break:break-all}.code{font:700 2.4rem/1.2 ui-monospace,monospace;
+letter-spacing:.15em;text-align:center;margin:1rem 0}.hint{color:#5b6475;font-size:.9rem}
+fieldset{border:1px solid #d6dae2;border-radius:8px;margin:1rem 0}label{display:block;margin:.45rem 0}
+label code{color:#5b6475;font-size:.8rem}.buttons{display:flex;gap:.75rem;justify-content:flex-end}
+button{font:inherit;padding:.55rem 1.4rem;border-radius:8px;border:1px solid #1d2330;
+background:#fff;cursor:pointer}
+#allow{background:#1d5cff;border-color:#1d5cff;color:#fff}#allow:disabled{opacity:.45;cursor:default}
+.badge{display:inline-block;font-size:.8rem;background:#eef1f6;border-radius:6px;padding:0 .4rem}
+"""
+
+SCRIPT = """
+(function () {
+  "use strict";
+  var root = document.getElementById("consent");
+  var waiting = document.getElementById("waiting");
+  var form = document.getElementById("decide");
+  var over = document.getElementById("over");
+  var allow = document.getElementById("allow");
+  var boxes = form.querySelectorAll("input[name=scope]");
+  function sync() {
+    var any = false;
+    boxes.forEach(function (box) { any = any || box.checked; });
+    allow.disabled = !any;
+  }
+  boxes.forEach(function (box) { box.addEventListener("change", sync); });
+  function show(section) { waiting.hidden = true; section.hidden = false; }
+  function pause(ms) { return new Promise(function (done) { setTimeout(done, ms); }); }
+  async function watch() {
+    for (;;) {
+      var reply;
+      try {
+        reply = await fetch(root.dataset.statusUrl + "?wait=25",
+                            {cache: "no-store", credentials: "same-origin"});
+      } catch (error) {
+        await pause(2000);
+        continue;
+      }
+      if (!reply.ok) { show(over); return; }
+      var state = await reply.json();
+      if (state.status === "confirmed") {
+        if (state.phone_name) {
+          document.getElementById("confirmed-by").textContent =
+            "Confirmed on your phone (" + state.phone_name + ").";
+        }
+        show(form);
+        sync();
+        return;
+      }
+      if (state.status !== "pending") { show(over); return; }
+    }
+  }
+  watch();
+})();
+"""
+
+
+def consent_page(view: ConsentView) -> HTMLResponse:
+    nonce = secrets.token_urlsafe(18)
+    name = escape(view.client_name)
+    spaced = f"{view.code[:3]} {view.code[3:]}"
+    identity = (
+        f"<dt>Described at</dt><dd>{escape(view.client_id)}</dd>"
+        if view.metadata_document
+        else "<dt>Name</dt><dd>chosen by the app itself (not verified)</dd>"
+    )
+    boxes = "".join(
+        f'<label><input type="checkbox" name="scope" value="{escape(scope)}" checked> '
+        f"{escape(DESCRIPTIONS.get(scope, scope))} <code>{escape(scope)}</code></label>"
+        for scope in view.scopes
+    )
+    status_url = f"/oauth/consent/{escape(view.session_id)}/status"
+    body = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Connect {name} to relaybox</title><style nonce="{nonce}">{STYLE}</style></head>
+<body><main id="consent" data-status-url="{status_url}">
+<h1>Connect <span id="client-name">{name}</span> to your phone</h1>
+<dl><dt>App</dt><dd>{name}</dd>
+<dt>Returns you to</dt><dd id="redirect-host">{escape(redirect_host(view.redirect_uri))}</dd>
+<dt>Runs</dt><dd id="client-kind">{_runs(view.redirect_uri)}</dd>
+{identity}</dl>
+<section id="waiting"><p>To continue, type this code into relaybox on your phone:</p>
+<p class="code"><output id="code">{spaced}</output></p>
+<p class="hint">With the virtual phone: <code>relaybox phone connect {view.code}</code></p>
+<p class="hint">The code works once and for {view.ttl_s // 60} minutes.
+Nothing is shared until you choose Allow.</p>
+<noscript><p>This page needs JavaScript to notice your phone's confirmation.</p></noscript></section>
+<section id="over" hidden><p>This request expired or was already answered.
+Start connecting again from {name}.</p></section>
+<form id="decide" method="post" action="/oauth/consent/{escape(view.session_id)}/decision" hidden>
+<input type="hidden" name="csrf_token" value="{escape(view.csrf_token)}">
+<p id="confirmed-by">Confirmed on your phone.</p>
+<fieldset><legend>{name} asks to:</legend>{boxes}</fieldset>
+<div class="buttons"><button type="submit" name="decision" value="deny" id="deny">Deny</button>
+<button type="submit" name="decision" value="allow" id="allow">Allow</button></div></form>
+</main><script nonce="{nonce}">{SCRIPT}</script></body></html>"""
+    return HTMLResponse(body, headers=page_headers(nonce, csp_source(view.redirect_uri)))
+
+
+def _runs(redirect_uri: str) -> str:
+    if is_loopback(redirect_uri):
+        return 'on this computer <span class="badge">loopback</span>'
+    if not redirect_uri.startswith(("http://", "https://")):
+        return "as an app on this device (its own URI scheme)"
+    return "on the web"
+
+
+def error_page(status: int, title: str, message: str) -> HTMLResponse:
+    """An error the browser shows instead of a redirect (the redirect URI is not trusted)."""
+    body = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title></head>
+<body><main><h1>{escape(title)}</h1><p id="error">{escape(message)}</p></main></body></html>"""
+    return HTMLResponse(body, status_code=status, headers=page_headers(None, None))
+
+
+def page_headers(nonce: str | None, redirect_source: str | None) -> dict[str, str]:
+    allowed = f"'nonce-{nonce}'" if nonce else "'none'"
+    form_action = "'self'" + (f" {redirect_source}" if redirect_source else "")
+    policy = (
+        f"default-src 'none'; script-src {allowed}; style-src {allowed}; connect-src 'self'; "
+        f"img-src 'none'; form-action {form_action}; frame-ancestors 'none'; base-uri 'none'"
+    )
+    return {
+        "Content-Security-Policy": policy,
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "no-store",
+    }

@@ -1,0 +1,216 @@
+"""The authorization endpoint's errors (RFC 6749 §4.1.2.1, RFC 8707, RFC 9207).
+
+A request whose client or redirect URI cannot be trusted gets an error page and is never
+redirected; every other error is redirected to the exact redirect URI with ``error``, ``state``
+and ``iss``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from core.services import consent
+from core.settings import Settings, explicit_settings
+from tests.oauth.flow import (
+    ISSUER,
+    REDIRECT_URI,
+    RESOURCE,
+    Authorization,
+    open_consent,
+    redirect_params,
+    register_client,
+)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return explicit_settings(
+        data_dir=tmp_path / "data", database_url=database_url, oauth_consent_per_ip_per_minute=3
+    )
+
+
+@pytest.fixture
+def request_(client: TestClient) -> Authorization:
+    return Authorization(register_client(client)["client_id"])
+
+
+def assert_redirected_error(response: Any, request: Authorization, error: str) -> dict[str, str]:
+    assert response.status_code == 302, response.text
+    assert response.headers["location"].startswith(request.redirect_uri + "?")
+    params = redirect_params(response)
+    assert params["error"] == error
+    assert params["state"] == request.state
+    assert params["iss"] == ISSUER
+    assert "code" not in params
+    return params
+
+
+def assert_error_page(response: Any) -> None:
+    assert response.status_code == 400, response.text
+    assert "location" not in response.headers
+    assert response.headers["content-type"].startswith("text/html")
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+
+
+# Never redirected: the client or the redirect URI is not trustworthy.
+
+
+def test_an_unknown_client_gets_an_error_page(client: TestClient) -> None:
+    response = client.get(Authorization("cli_unknown").url(), follow_redirects=False)
+    assert_error_page(response)
+    assert "invalid_client" in response.text
+
+
+def test_a_missing_client_id_gets_an_error_page(client: TestClient, request_: Authorization) -> None:
+    assert_error_page(client.get(request_.url(client_id=None), follow_redirects=False))
+
+
+@pytest.mark.parametrize(
+    "redirect_uri",
+    [
+        "http://127.0.0.1:3030/other",
+        "http://127.0.0.1:3030/callback/",
+        "https://127.0.0.1:3030/callback",
+        "http://localhost:3030/callback",
+        'http://127.0.0.1:3030/callback"><script>',
+        "http://127.0.0.1:3030/callbäck",
+    ],
+)
+def test_a_redirect_uri_that_is_not_registered_exactly_gets_an_error_page(
+    client: TestClient, request_: Authorization, redirect_uri: str
+) -> None:
+    assert_error_page(client.get(request_.url(redirect_uri=redirect_uri), follow_redirects=False))
+
+
+def test_an_https_redirect_uri_must_match_exactly(client: TestClient) -> None:
+    registered = "https://app.example/callback"
+    request = Authorization(register_client(client, redirect_uris=[registered])["client_id"])
+    request.redirect_uri = registered
+    assert client.get(request.url(), follow_redirects=False).status_code == 200
+    for variant in (registered + "/", "https://app.example:443/callback", "https://APP.example/callback"):
+        assert_error_page(client.get(request.url(redirect_uri=variant), follow_redirects=False))
+
+
+def test_a_loopback_redirect_uri_may_use_another_port(client: TestClient, request_: Authorization) -> None:
+    response = client.get(request_.url(redirect_uri="http://127.0.0.1:49152/callback"))
+    assert response.status_code == 200
+
+
+def test_a_missing_redirect_uri_is_allowed_only_with_a_single_registered_one(client: TestClient) -> None:
+    single = Authorization(register_client(client)["client_id"])
+    assert client.get(single.url(redirect_uri=None)).status_code == 200
+    two = register_client(client, redirect_uris=[REDIRECT_URI, "https://app.example/cb"])
+    assert_error_page(
+        client.get(Authorization(two["client_id"]).url(redirect_uri=None), follow_redirects=False)
+    )
+
+
+def test_a_malformed_or_oversized_query_gets_an_error_page(
+    client: TestClient, request_: Authorization
+) -> None:
+    assert_error_page(client.get(request_.url() + "&state=%ff%fe", follow_redirects=False))
+    assert_error_page(client.get(request_.url(state="s" * 9000), follow_redirects=False))
+
+
+# Redirected with error, state and iss.
+
+
+def test_an_unsupported_response_type_is_redirected(client: TestClient, request_: Authorization) -> None:
+    response = client.get(request_.url(response_type="token"), follow_redirects=False)
+    assert_redirected_error(response, request_, "unsupported_response_type")
+
+
+def test_a_client_not_registered_for_the_code_grant_is_unauthorized(client: TestClient) -> None:
+    request = Authorization(register_client(client, grant_types=["refresh_token"])["client_id"])
+    assert_redirected_error(client.get(request.url(), follow_redirects=False), request, "unauthorized_client")
+
+
+@pytest.mark.parametrize("scope", ["admin", "notifications:send admin", "openid"])
+def test_an_unknown_scope_is_redirected_as_invalid_scope(
+    client: TestClient, request_: Authorization, scope: str
+) -> None:
+    response = client.get(request_.url(scope=scope), follow_redirects=False)
+    assert_redirected_error(response, request_, "invalid_scope")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"code_challenge": None, "code_challenge_method": None},
+        {"code_challenge": None},
+        {"code_challenge_method": None},
+        {"code_challenge_method": "plain"},
+        {"code_challenge": "too-short"},
+    ],
+    ids=["no-pkce", "no-challenge", "no-method", "plain", "malformed-challenge"],
+)
+def test_pkce_s256_is_required_at_the_authorize_step(
+    client: TestClient, request_: Authorization, overrides: dict[str, str | None]
+) -> None:
+    response = client.get(request_.url(**overrides), follow_redirects=False)
+    assert_redirected_error(response, request_, "invalid_request")
+
+
+def test_a_repeated_parameter_is_an_invalid_request(client: TestClient, request_: Authorization) -> None:
+    response = client.get(request_.url() + "&scope=devices:read", follow_redirects=False)
+    assert_redirected_error(response, request_, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [None, "https://other.example/mcp", f"{ISSUER}/v1", f"{ISSUER}/mcp#frag", ISSUER],
+    ids=["missing", "other-server", "other-path", "fragment", "origin"],
+)
+def test_the_resource_must_name_this_mcp_endpoint(
+    client: TestClient, request_: Authorization, resource: str | None
+) -> None:
+    response = client.get(request_.url(resource=resource), follow_redirects=False)
+    assert_redirected_error(response, request_, "invalid_target")
+
+
+def test_two_resources_are_an_invalid_target(client: TestClient, request_: Authorization) -> None:
+    response = client.get(request_.url() + f"&resource={RESOURCE}", follow_redirects=False)
+    assert_redirected_error(response, request_, "invalid_target")
+
+
+def test_a_trailing_slash_on_the_resource_is_tolerated(client: TestClient, request_: Authorization) -> None:
+    assert client.get(request_.url(resource=RESOURCE + "/")).status_code == 200
+
+
+def test_too_many_consent_pages_from_one_address_is_temporarily_unavailable(
+    client: TestClient, request_: Authorization
+) -> None:
+    for _ in range(3):
+        open_consent(client, request_.url())
+    response = client.get(request_.url(), follow_redirects=False)
+    assert_redirected_error(response, request_, "temporarily_unavailable")
+
+
+def test_an_unexpected_failure_after_validation_is_redirected_as_server_error(
+    client: TestClient, request_: Authorization, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("storage fell over")
+
+    monkeypatch.setattr(consent, "start_consent", broken)
+    response = client.get(request_.url(), follow_redirects=False)
+    assert_redirected_error(response, request_, "server_error")
+
+
+# What a valid request is offered.
+
+
+def test_a_request_without_scope_is_offered_every_scope(client: TestClient, request_: Authorization) -> None:
+    page = open_consent(client, request_.url(scope=None))
+    assert page.html.count('name="scope"') == 6
+
+
+def test_offline_access_is_tolerated_but_never_offered(client: TestClient, request_: Authorization) -> None:
+    page = open_consent(client, request_.url(scope="devices:read offline_access"))
+    assert page.html.count('name="scope"') == 1
+    assert 'value="devices:read"' in page.html
+    assert "offline_access" not in page.html
