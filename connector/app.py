@@ -1,4 +1,4 @@
-"""create_app(): THE composition root — one ASGI app serving /v1, /oauth and (later) /mcp."""
+"""create_app(): THE composition root — one ASGI app serving /v1, /oauth and /mcp."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from contextlib import asynccontextmanager
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.routing import Route
 
+from connector.mcp_mount import MCP_PATH, mount_mcp
 from core.api import api_routes
 from core.api.errors import http_error_handler, relay_error_handler, unexpected_error_handler
 from core.bootstrap import build_core
@@ -20,6 +22,7 @@ from core.services.maintenance import sweep_expired
 from core.settings import Settings
 from oauth.maintenance import sweep_oauth
 from oauth.routes import oauth_routes
+from oauth.tokens import verify_access_token
 
 log = logging.getLogger("relaybox")
 SWEEP_INTERVAL_S = 60
@@ -30,11 +33,17 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     URL (an http issuer outside loopback) raises ``oauth.metadata.IssuerError`` here, at start-up."""
     if core is None:
         core = build_core(settings or Settings())
-    routes = [*api_routes(core), *oauth_routes(core)]
+    authorization_server = oauth_routes(core)  # first: it refuses an unusable public URL
+    mcp = mount_mcp(core, lambda token: verify_access_token(core, token))
+    routes = [
+        *api_routes(core),
+        *authorization_server,
+        Route(MCP_PATH, endpoint=mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False),
+    ]
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        async with core, anyio.create_task_group() as tasks:
+        async with core, mcp.lifespan(), anyio.create_task_group() as tasks:
             tasks.start_soon(_sweep_forever, core)
             yield
             tasks.cancel_scope.cancel()

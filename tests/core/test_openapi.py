@@ -9,11 +9,13 @@ from starlette.testclient import TestClient
 
 from core.errors import CATALOGUE
 
+NOT_REST = {"/openapi.json", "/mcp"}  # the document itself; the MCP transport (JSON-RPC, not REST)
+
 
 def served_operations(client: TestClient) -> set[tuple[str, str]]:
     operations = set()
     for route in client.app.routes:  # type: ignore[attr-defined]
-        if isinstance(route, Route) and route.path != "/openapi.json":
+        if isinstance(route, Route) and route.path not in NOT_REST:
             for method in route.methods or ():
                 if method != "HEAD":
                     operations.add((route.path, method.lower()))

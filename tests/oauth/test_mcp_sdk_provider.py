@@ -1,8 +1,8 @@
 """The ``mcp`` SDK's own OAuth client completes discovery, registration, PKCE and the token
 exchange against a real ``relaybox serve``, the consent confirmed by the virtual phone's CLI.
 
-``/mcp`` is not served yet (the connector comes next), so the SDK's flow is started the way a
-protected resource starts it: a test-only transport answers requests for ``<server>/mcp`` itself
+This test isolates the authorization server from the MCP transport (the real ``/mcp`` is driven
+end to end in ``tests/e2e/test_connector_e2e.py``): a test-only transport answers ``<server>/mcp`` itself
 (401 with ``WWW-Authenticate: Bearer resource_metadata=…`` without a valid token; 200 with one,
 checked by ``oauth.tokens.verify_access_token`` against the server's own database) and passes
 every other request (well-known documents, registration, authorize page, token) to the real
@@ -20,21 +20,14 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx2
 import pytest
-from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import (
-    AuthorizationCodeResult,
-    OAuthClientInformationFull,
-    OAuthClientMetadata,
-    OAuthToken,
-)
-from pydantic import AnyUrl
 
 from core.bootstrap import build_core
 from core.context import Core
 from core.settings import explicit_settings
 from oauth.tokens import verify_access_token
+from tests.connector.sdk_oauth import ApprovingBrowser, MemoryStorage, cli_confirmer, oauth_provider
 from tests.e2e.conftest import TRACEBACK, Cli, RelayboxServer
-from tests.oauth.flow import ALL_SCOPES, parse_consent_page
+from tests.oauth.flow import ALL_SCOPES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 CALLBACK = "http://127.0.0.1:3030/callback"  # registered by the SDK, never listened on
@@ -43,26 +36,6 @@ CALLBACK = "http://127.0.0.1:3030/callback"  # registered by the SDK, never list
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-class MemoryStorage:
-    """The SDK's ``TokenStorage``, in memory."""
-
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client_info = client_info
 
 
 class ProtectedPlaceholder(httpx2.AsyncBaseTransport):
@@ -106,46 +79,11 @@ async def test_the_mcp_sdk_oauth_client_connects_with_the_phone_confirming(
     assert registered.returncode == 0, registered.stderr
     # Read the server's own database (its SQLite file and key) to verify tokens as /mcp will.
     core = build_core(explicit_settings(data_dir=tmp_path / "server" / "data", migrate_on_start=False))
-    locations: list[str] = []
-    confirmations: list[str] = []
 
-    async with httpx2.AsyncClient(follow_redirects=False, timeout=30) as browser:
-
-        async def open_in_browser(authorization_url: str) -> None:
-            page = await browser.get(authorization_url)
-            assert page.status_code == 200, page.text
-            consent = parse_consent_page(page.text)
-            confirmed = await anyio.to_thread.run_sync(lambda: cli.run("phone", "connect", consent.code))
-            assert confirmed.returncode == 0, confirmed.stderr
-            confirmations.append(confirmed.stdout)
-            status = await browser.get(server + consent.status_url, params={"wait": 10})
-            assert status.json()["status"] == "confirmed"
-            scopes = parse_qs(urlsplit(authorization_url).query)["scope"][0].split()
-            decision = await browser.post(
-                server + consent.decision_url,
-                data={"csrf_token": consent.csrf_token, "decision": "allow", "scope": scopes},
-            )
-            assert decision.status_code == 302, decision.text
-            locations.append(decision.headers["location"])
-
-        async def read_redirect() -> AuthorizationCodeResult:
-            query = parse_qs(urlsplit(locations[-1]).query)
-            return AuthorizationCodeResult(
-                code=query["code"][0], state=query["state"][0], iss=query["iss"][0]
-            )
-
+    async with httpx2.AsyncClient(follow_redirects=False, timeout=30) as browser_http:
+        browser = ApprovingBrowser(server, browser_http, cli_confirmer(cli.run))
         storage = MemoryStorage()
-        provider = OAuthClientProvider(
-            server_url=f"{server}/mcp",
-            client_metadata=OAuthClientMetadata(
-                client_name="sdk test client",
-                redirect_uris=[AnyUrl(CALLBACK)],
-                token_endpoint_auth_method="none",
-            ),
-            storage=storage,
-            redirect_handler=open_in_browser,
-            callback_handler=read_redirect,
-        )
+        provider = oauth_provider(server, storage, browser, client_name="sdk test client")
         resource = ProtectedPlaceholder(server, core)
         try:
             async with httpx2.AsyncClient(auth=provider, transport=resource, timeout=30) as http:
@@ -164,6 +102,7 @@ async def test_the_mcp_sdk_oauth_client_connects_with_the_phone_confirming(
         finally:
             core.engine.dispose()
 
+    confirmations = browser.confirmations
     assert (
         confirmations and "sdk test client" in confirmations[0] and "approve on the page" in confirmations[0]
     )
@@ -173,4 +112,4 @@ async def test_the_mcp_sdk_oauth_client_connects_with_the_phone_confirming(
     assert storage.client_info.token_endpoint_auth_method == "none"
     assert storage.tokens is not None and storage.tokens.refresh_token not in (None, spent_refresh)
     assert len(resource.seen_tokens) == 2 and resource.seen_tokens[0] != resource.seen_tokens[1]
-    assert parse_qs(urlsplit(locations[0]).query)["iss"] == [server]
+    assert parse_qs(urlsplit(browser.locations[0]).query)["iss"] == [server]
