@@ -9,9 +9,12 @@ from contextlib import asynccontextmanager
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.routing import Route
 
+from connector.logs import RequestIdMiddleware
 from connector.mcp_mount import MCP_PATH, mount_mcp
+from connector.metrics import Metrics, MetricsMiddleware
 from core.api import api_routes
 from core.api.errors import http_error_handler, relay_error_handler, unexpected_error_handler
 from core.bootstrap import build_core
@@ -35,10 +38,12 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         core = build_core(settings or Settings())
     authorization_server = oauth_routes(core)  # first: it refuses an unusable public URL
     mcp = mount_mcp(core, lambda token: verify_access_token(core, token))
+    metrics = Metrics(core)
     routes = [
         *api_routes(core),
         *authorization_server,
         Route(MCP_PATH, endpoint=mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False),
+        metrics.route(),
     ]
 
     @asynccontextmanager
@@ -56,8 +61,10 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
             Exception: unexpected_error_handler,
         },
         lifespan=lifespan,
+        middleware=[Middleware(RequestIdMiddleware), Middleware(MetricsMiddleware, metrics=metrics)],
     )
     app.state.core = core
+    app.state.metrics = metrics
     return app
 
 

@@ -1,12 +1,32 @@
 """Logging for ``relaybox serve``: every record passes through redaction before it is written,
-uvicorn's access log included (the path-token alias puts a token in the URL)."""
+uvicorn's access log included (the path-token alias puts a token in the URL).
+
+Two formats (``RELAYBOX_LOG_FORMAT``): ``text`` for a terminal, and ``json``, one object a line on
+stdout, with the request id (``X-Request-ID``) and, in the access log, the route template instead
+of the requested path. Nothing logs a message's text; secrets are redacted in both formats.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any
+import re
+import traceback
+import uuid
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.redaction import redact
+
+REQUEST_ID_HEADER = "x-request-id"
+SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+request_id: ContextVar[str | None] = ContextVar("relaybox_request_id", default=None)
+route_template: ContextVar[str | None] = ContextVar("relaybox_route", default=None)
 
 
 class RedactSecrets(logging.Filter):
@@ -22,8 +42,90 @@ def _as_tuple(args: Any) -> tuple[Any, ...]:
     return args if isinstance(args, tuple) else (args,)
 
 
-def log_config() -> dict[str, Any]:
-    """uvicorn's log configuration with the redaction filter on every handler."""
+class RequestIdMiddleware:
+    """Gives every HTTP request an id: the caller's ``X-Request-ID`` when it is a short safe token
+    (and not secret-shaped), else a new one. It is echoed in the response and logged with every
+    record written while the request is handled."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((v for k, v in scope["headers"] if k == REQUEST_ID_HEADER.encode()), b"")
+        rid = _accepted_request_id(given.decode("latin-1")) or uuid.uuid4().hex
+        # Not reset afterwards: the request's task ends with it, and the error middleware outside
+        # this one still logs an unexpected error with the id.
+        request_id.set(rid)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = rid
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+def _accepted_request_id(value: str) -> str | None:
+    if SAFE_REQUEST_ID.fullmatch(value) and redact(value) == value:
+        return value
+    return None
+
+
+# The attributes every LogRecord has; anything else on a record came from ``extra=``.
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
+_ACCESS_ARGS = 5  # uvicorn: client address, method, path with query, HTTP version, status
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, request_id and route when known, the
+    record's ``extra`` fields, and for uvicorn's access log its fields with the route template."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        route = route_template.get()
+        if (
+            record.name == "uvicorn.access"
+            and isinstance(record.args, tuple)
+            and len(record.args) == _ACCESS_ARGS
+        ):
+            client, method, path, version, status = record.args
+            # The template as written in the code, or the path redacted and never with its query.
+            shown = route or redact(str(path).split("?", 1)[0])
+            entry["message"] = f'{client} - "{method} {shown} HTTP/{version}" {status}'
+            entry |= {"method": method, "status": status, "client": client}
+            if route is None:
+                entry["path"] = shown
+        else:
+            entry["message"] = redact(record.getMessage())
+        rid = request_id.get()
+        if rid is not None:
+            entry["request_id"] = rid
+        if route is not None:
+            entry["route"] = route
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and key not in entry:
+                entry[key] = redact(value) if isinstance(value, str) else _plain(value)
+        if record.exc_info:
+            entry["exc_info"] = redact("".join(traceback.format_exception(*record.exc_info)))
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return redact(str(value))
+
+
+def log_config(log_format: Literal["text", "json"] = "text") -> dict[str, Any]:
+    """uvicorn's log configuration with the redaction filter on every handler; ``json`` writes
+    every logger (uvicorn's, relaybox's, and warnings of any other) as JSON lines on stdout."""
     from uvicorn.config import LOGGING_CONFIG
 
     config: dict[str, Any] = {**LOGGING_CONFIG}
@@ -31,8 +133,15 @@ def log_config() -> dict[str, Any]:
     config["handlers"] = {
         name: {**handler, "filters": ["redact"]} for name, handler in LOGGING_CONFIG["handlers"].items()
     }
+    if log_format == "json":
+        config["formatters"] = {"json": {"()": JsonFormatter}}
+        config["handlers"] = {
+            name: {**handler, "formatter": "json", "stream": "ext://sys.stdout"}
+            for name, handler in config["handlers"].items()
+        }
     config["loggers"] = {
         **LOGGING_CONFIG["loggers"],
         "relaybox": {"handlers": ["default"], "level": "INFO", "propagate": False},
     }
+    config["root"] = {"handlers": ["default"], "level": "WARNING"}  # other libraries: redacted too
     return config

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from core.adapters.fanout.base import Fanout
 from core.adapters.fanout.memory import MemoryFanout
+from core.adapters.limits.base import RateLimiter
 from core.adapters.limits.memory import MemoryRateLimiter
 from core.adapters.push.base import PushSender
 from core.adapters.push.router import PushRouter
@@ -28,8 +30,8 @@ def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
         engine=engine,
         clock=clock or SystemClock(),
         keys=load_server_keys(settings),
-        limiter=MemoryRateLimiter(),
-        fanout=MemoryFanout(),
+        limiter=_limiter(settings),
+        fanout=_fanout(settings),
         push=push,
     )
 
@@ -37,7 +39,28 @@ def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
         await core.run(forget_push_registration, Principal.system(), device_id=device_id)
 
     push.on_unregistered = forget_registration
+    if settings.redis_url:
+        from core.adapters.fanout.redis import RedisFanout
+
+        if isinstance(core.fanout, RedisFanout):
+            core.readiness_probes["redis"] = core.fanout.ping  # /readyz
     return core
+
+
+def _limiter(settings: Settings) -> RateLimiter:
+    if not settings.redis_url:
+        return MemoryRateLimiter()
+    from core.adapters.limits.redis import RedisRateLimiter  # imported only when configured: an extra
+
+    return RedisRateLimiter(settings.redis_url)
+
+
+def _fanout(settings: Settings) -> Fanout:
+    if not settings.redis_url:
+        return MemoryFanout()
+    from core.adapters.fanout.redis import RedisFanout
+
+    return RedisFanout(settings.redis_url)
 
 
 def _fcm(settings: Settings) -> PushSender | None:

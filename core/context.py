@@ -14,14 +14,15 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import nullcontext
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 import anyio
 from anyio.abc import TaskGroup
-from sqlalchemy import Engine
+from anyio.lowlevel import EventLoopToken
+from sqlalchemy import Engine, text
 from sqlmodel import Session
 
 from core.adapters.fanout.base import Fanout
@@ -73,6 +74,7 @@ def read_only(op: F) -> F:
 
 
 AsyncOp = Callable[Concatenate["Core", Principal, P], Awaitable[T]]
+ReadinessProbe = Callable[[], Awaitable[None]]  # returns when the dependency answers, raises when not
 
 
 class Core:
@@ -97,14 +99,24 @@ class Core:
         self._tasks: TaskGroup | None = None
         self._open_streams: dict[str, int] = {}
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
+        self.waiting_polls = 0  # long polls waiting for an answer on this process
+        # What /readyz checks, by name; bootstrap adds one per external service (Redis).
+        self.readiness_probes: dict[str, ReadinessProbe] = {"database": self._database_ready}
+        self._database_probe = threading.Lock()
+        self._stopping = False
+        self._stop_scopes: set[anyio.CancelScope] = set()
+        self._loop: tuple[int, EventLoopToken] | None = None  # (thread id, token) while running
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Core:
+        self._stopping = False
+        self._loop = (threading.get_ident(), anyio.lowlevel.current_token())
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self.begin_shutdown()
         assert self._tasks is not None
         self._tasks.cancel_scope.cancel()
         await self._tasks.__aexit__(None, None, None)
@@ -112,6 +124,64 @@ class Core:
         await self.push.aclose()
         await self.fanout.aclose()
         self.engine.dispose()
+        self._loop = None
+
+    # -- shutdown: waits end early so responses finish cleanly ----------------------------
+    def begin_shutdown(self) -> None:
+        """The server is stopping: open streams end and long polls answer with what they have now,
+        instead of being cut when the server's grace period runs out. Callable from any thread."""
+        self._stopping = True
+        if self._loop is not None and self._loop[0] != threading.get_ident():
+            anyio.from_thread.run_sync(self._end_waits, token=self._loop[1])
+        else:
+            self._end_waits()
+
+    def _end_waits(self) -> None:
+        for scope in tuple(self._stop_scopes):
+            scope.cancel()
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._stopping
+
+    @contextmanager
+    def until_shutdown(self) -> Iterator[anyio.CancelScope]:
+        """A scope around a wait that ends (without error) when shutdown begins; wrap only a wait,
+        never a ``yield`` of an async generator."""
+        scope = anyio.CancelScope()
+        if self._stopping:
+            scope.cancel()
+        self._stop_scopes.add(scope)
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._stop_scopes.discard(scope)
+
+    @contextmanager
+    def long_poll(self) -> Iterator[None]:
+        """Around a long poll's wait: counted in ``waiting_polls`` and ended when shutdown begins."""
+        self.waiting_polls += 1
+        try:
+            with self.until_shutdown():
+                yield
+        finally:
+            self.waiting_polls -= 1
+
+    # -- readiness -------------------------------------------------------------------------
+    async def _database_ready(self) -> None:
+        # Abandoned on timeout (/readyz answers at once); the lock keeps a hung connect from
+        # piling up a worker thread per probe.
+        await anyio.to_thread.run_sync(self._select_one, abandon_on_cancel=True)
+
+    def _select_one(self) -> None:
+        if not self._database_probe.acquire(blocking=False):
+            raise TimeoutError("the previous database check has not returned")
+        try:
+            with session_scope(self.engine, read_only=True) as session:
+                session.connection().execute(text("SELECT 1"))
+        finally:
+            self._database_probe.release()
 
     # -- presence (open streams on this process) ------------------------------------------
     def stream_opened(self, device_id: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -20,11 +20,22 @@ class Settings(BaseSettings):
     public_url: str | None = Field(
         default=None, description="External base URL (https://relay.example); default http://host:port"
     )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1,::1",
+        description="Proxies whose X-Forwarded-Proto/-For are trusted: IPs or CIDRs, comma-separated, or *",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="`relaybox serve` logs: text for a terminal, json (one object a line)"
+    )
 
     # Storage. Empty database_url = SQLite file in data_dir.
     data_dir: Path = Path(".relaybox")
     database_url: str | None = None
     migrate_on_start: bool = True
+    # Scale-out: with a Redis URL, rate limits and fan-out are shared by every replica (else in-process).
+    redis_url: str | None = Field(
+        default=None, description="redis://host:6379/0 — shared limits and fan-out for several replicas"
+    )
 
     # The server's own X25519 key (base64 of 32 raw bytes). Generated into data_dir on first run if unset.
     server_secret_key: SecretStr | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from typing import Any
 from urllib.parse import parse_qsl
@@ -11,7 +10,7 @@ from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 
-from core.api.routing import read_body
+from core.api.routing import parse_json, read_body
 from core.errors import RelayError
 
 MAX_FORM_FIELDS = 64
@@ -24,10 +23,7 @@ async def read_fields(request: Request, limit: int, *, multipart: bool = False) 
     if content_type in ("", "text/plain"):
         return {"message": _text(raw)} if raw else {}
     if content_type == "application/json":
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise RelayError("invalid_json") from exc
+        data = parse_json(raw)
         if not isinstance(data, dict):
             raise RelayError("invalid_body", "The body must be a JSON object.")
         return data

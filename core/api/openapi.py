@@ -47,6 +47,8 @@ def build_openapi(endpoints: list[Endpoint], *, server_url: str) -> dict[str, An
             wanted.append((endpoint.body or endpoint.body_doc, "validation"))  # type: ignore[arg-type]
         if endpoint.response:
             wanted.append((endpoint.response, "serialization"))
+        if endpoint.error_doc:
+            wanted.append((endpoint.error_doc, "serialization"))
     refs, schema = models_json_schema(
         list(dict.fromkeys(wanted)), ref_template="#/components/schemas/{model}"
     )
@@ -119,6 +121,8 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
     for status, group in sorted(by_status.items()):
         flat = all(CATALOGUE[code].flat for code in group)
         ref = refs[(FlatErrorBody if flat else ErrorBody, "serialization")]
+        if endpoint.error_doc and status != 500:  # a 500 comes from the app's handler, in its shape
+            ref = refs[(endpoint.error_doc, "serialization")]
         responses[str(status)] = {
             "description": "Error codes: " + ", ".join(group),
             "content": {"application/json": {"schema": ref}},

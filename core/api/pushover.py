@@ -36,18 +36,27 @@ class ShimError(BaseModel):
     request: str
 
 
+IGNORED = Field(default=None, description="Accepted for Pushover compatibility and ignored")
+
+
 class MessageRequest(BaseModel):
     token: str
     message: str
-    user: str | None = None
+    user: Any = IGNORED
     title: str | None = None
     priority: int | None = Field(default=None, ge=-2, le=2)
     url: str | None = None
     url_title: str | None = None
     device: str | None = None
     ttl: int | str | None = None
-    sound: str | None = None
-    timestamp: int | None = None
+    sound: Any = IGNORED
+    timestamp: Any = IGNORED
+
+
+class ValidateRequest(BaseModel):
+    token: str
+    user: Any = IGNORED
+    device: Any = IGNORED
 
 
 async def post_message(call: Call) -> Response:
@@ -138,12 +147,20 @@ def _app_headers(monthly: Any) -> dict[str, str]:
 SHIM_ERRORS = (
     "invalid_token",
     "priority_emergency_unsupported",
+    "invalid_priority",
     "priority_capped",
     "payload_too_large",
     "unsupported_content_type",
     "rate_limit_exceeded",
     "invalid_message",
     "message_too_long",
+    # The fields passed on to /v1/send are checked as there.
+    "invalid_title",
+    "invalid_url",
+    "invalid_url_title",
+    "invalid_ttl",
+    "invalid_device",
+    "no_phone_device",
 )
 
 ENDPOINTS = [
@@ -156,6 +173,7 @@ ENDPOINTS = [
         body_doc=MessageRequest,
         response=ShimOk,
         errors=SHIM_ERRORS,
+        error_doc=ShimError,
         tag="pushover",
         description="Failures: {status: 0, errors: [code], request} with the status /v1/send would give.",
     ),
@@ -166,7 +184,8 @@ ENDPOINTS = [
         "Pushover-compatible sound list",
         auth=None,
         response=ShimOk,
-        errors=("invalid_token",),
+        errors=("invalid_token", "rate_limit_exceeded"),
+        error_doc=ShimError,
         tag="pushover",
         extra={"query": [{"name": "token", "in": "query", "required": True, "schema": {"type": "string"}}]},
     ),
@@ -176,8 +195,10 @@ ENDPOINTS = [
         validate_user,
         "Pushover-compatible user validation",
         auth=None,
+        body_doc=ValidateRequest,
         response=ShimOk,
-        errors=("invalid_token",),
+        errors=("invalid_token", "rate_limit_exceeded"),
+        error_doc=ShimError,
         tag="pushover",
     ),
 ]

@@ -62,6 +62,7 @@ class Endpoint:
     ip_limited: bool = False  # send class: the per-IP layers are checked before the token lookup
     auth_path_param: str | None = None  # the path parameter that carries the token (capability URL)
     body_doc: type[BaseModel] | None = None  # documents a body the handler reads itself (several types)
+    error_doc: type[BaseModel] | None = None  # documents the errors of a handler that renders its own
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -132,11 +133,22 @@ async def read_model(request: Request, model: type[M], limit: int) -> M:
     if content_type != "application/json":
         raise RelayError("unsupported_content_type")
     raw = await read_body(request, limit)
+    return validate_model(model, parse_json(raw or b"{}"))
+
+
+def parse_json(raw: bytes) -> Any:
+    """A JSON body as JSON Schema reads it, where ``5.0`` is the integer 5 (request models take
+    integers strictly: ``true`` and ``"5"`` are not). 400 ``invalid_json`` when it does not parse,
+    nesting too deep for the decoder included."""
     try:
-        data = json.loads(raw or b"{}")
-    except (ValueError, UnicodeDecodeError) as exc:
+        return json.loads(raw, parse_float=_json_number)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise RelayError("invalid_json") from exc
-    return validate_model(model, data)
+
+
+def _json_number(text: str) -> int | float:
+    number = float(text)
+    return int(number) if number.is_integer() else number
 
 
 def validate_model(model: type[M], data: Any) -> M:

@@ -62,8 +62,9 @@ def sanitize_filename(raw: str) -> str:
     """
     if not isinstance(raw, str) or len(raw) > RAW_MAX_CHARS:
         raise UnsafeFilenameError(f"a filename is at most {RAW_MAX_CHARS} characters")
-    name = "".join(ch for ch in raw if ch not in "/\\" and unicodedata.category(ch)[0] != "C")
-    name = name.strip().lstrip(".").strip()
+    name = "".join(ch for ch in raw if ch not in "/\\" and unicodedata.category(ch)[0] != "C").strip()
+    while name.startswith("."):  # ". .x.txt" would leave ".x.txt" after one pass
+        name = name.lstrip(".").strip()
     if not name:
         raise UnsafeFilenameError("nothing is left of the filename once made safe")
     if len(name) > SANITIZED_MAX_CHARS:

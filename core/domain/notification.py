@@ -113,11 +113,18 @@ def _text(value: Any, code: str, name: str, max_bytes: int, too_long_code: str) 
         raise InvalidFieldError(
             too_long_code, f"{name} is longer than {max_bytes} bytes.", {"bytes": size, "max": max_bytes}
         )
+    if not _is_unicode(value):
+        raise InvalidFieldError(code, f"{name} is not valid Unicode text.")
+    return value
+
+
+def _is_unicode(value: str) -> bool:
+    """False for text with a lone surrogate (JSON can carry one, UTF-8 cannot)."""
     try:
         value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidFieldError(code, f"{name} is not valid Unicode text.") from exc
-    return value
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _url(value: Any, code: str, name: str) -> str | None:
@@ -136,6 +143,8 @@ def _url(value: Any, code: str, name: str) -> str | None:
         raise InvalidFieldError(code, f"{name} must be an http or https URL.") from exc
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc or any(c.isspace() for c in value):
         raise InvalidFieldError(code, f"{name} must be an http or https URL.")
+    if not _is_unicode(value):
+        raise InvalidFieldError(code, f"{name} is not valid Unicode text.")
     return value
 
 
@@ -143,7 +152,7 @@ def _tags(value: Any, warnings: list[str]) -> tuple[str, ...]:
     if value is None or value == "":
         return ()
     raw = value.split(",") if isinstance(value, str) else value
-    if not isinstance(raw, list) or not all(isinstance(tag, str) for tag in raw):
+    if not isinstance(raw, list) or not all(isinstance(tag, str) and _is_unicode(tag) for tag in raw):
         raise InvalidFieldError("invalid_tags", "tags must be a list of text or a comma list.")
     tags = [tag.strip() for tag in raw if tag.strip()]
     if len(tags) > MAX_TAGS:
@@ -167,7 +176,12 @@ def _actions(value: Any) -> tuple[Action, ...]:
         if not isinstance(item, dict) or set(item) - {"label", "url"}:
             raise InvalidFieldError("invalid_action", "each action is {label, url}.")
         label = item.get("label")
-        if not isinstance(label, str) or not label or len(label.encode()) > ACTION_LABEL_MAX_BYTES:
+        if (
+            not isinstance(label, str)
+            or not label
+            or not _is_unicode(label)
+            or len(label.encode()) > ACTION_LABEL_MAX_BYTES
+        ):
             raise InvalidFieldError("invalid_action", f"an action label is 1-{ACTION_LABEL_MAX_BYTES} bytes.")
         try:
             url = _url(item.get("url"), "invalid_action", "action url")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from sqlalchemy import delete, or_
 from sqlmodel import col, select
 
@@ -51,7 +51,7 @@ class DeviceCreate(BaseModel):
     fcm_token: str | None = Field(default=None, min_length=1, max_length=4096)
     fcm_token_kind: Literal["token", "fid"] = "token"
     web_push: WebPushIn | None = None
-    app_build: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    app_build: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
 
 
 class DeviceRegistered(BaseModel):
@@ -70,7 +70,7 @@ class DevicePatch(BaseModel):
     fcm_token: str | None = Field(default=None, min_length=1, max_length=4096)
     fcm_token_kind: Literal["token", "fid"] = "token"
     web_push: WebPushIn | None = None
-    app_build: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    app_build: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
 
 
 class DeviceOut(BaseModel):
@@ -79,7 +79,7 @@ class DeviceOut(BaseModel):
     surface_kind: str
     name: str
     public_key: str
-    app_build: int | None
+    app_build: int | None = None  # omitted when None, like every None in a response
     push: Literal["fcm", "web_push", "stream"]
     registration_id: str | None = None
 
@@ -92,8 +92,8 @@ class RegistrationProof(BaseModel):
 
 class StatusReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    battery_percent: int | None = Field(default=None, ge=0, le=100)
-    charging: bool | None = None
+    battery_percent: StrictInt | None = Field(default=None, ge=0, le=100)
+    charging: StrictBool | None = None
     ringer: Literal["normal", "vibrate", "silent"] | None = None
     network: Literal["wifi", "cellular", "ethernet", "none", "other"] | None = None
 

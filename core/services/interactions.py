@@ -146,7 +146,7 @@ async def poll_interaction(
         remaining = min(float(wait), current.expires_at - core.clock.now())
         if current.status != "pending" or remaining <= 0:
             return current
-        with anyio.move_on_after(remaining):
+        with anyio.move_on_after(remaining), core.long_poll():  # shutdown answers with the state now
             await answered.receive()
     return await core.run(get_interaction, principal, interaction_id=interaction_id)
 

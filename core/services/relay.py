@@ -10,7 +10,7 @@ import base64
 import binascii
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from sqlalchemy import and_, or_, update
 from sqlmodel import col, select
 
@@ -50,7 +50,7 @@ class EnvelopeCreate(BaseModel):
     to: str = Field(min_length=1, max_length=36, description="Recipient device id (a paired device)")
     type: str = Field(min_length=1, max_length=32, description="The payload type inside the envelope")
     blob: str = Field(min_length=1, description="Standard base64 of the envelope v1 bytes")
-    ttl: int | None = Field(default=None, description="Seconds in the queue; clamped to 0-86400")
+    ttl: StrictInt | None = Field(default=None, description="Seconds in the queue; clamped to 0-86400")
     msg_ids: list[str] | None = Field(
         default=None, max_length=100, description="batch_dismiss only: the message ids being cleared"
     )

@@ -2,7 +2,8 @@
 fan-out wake-ups (never polling the database) and read what they announce.
 
 Yields queue items, live pushes (not kept: ring, reminders) and, when nothing happened for the
-keep-alive interval, ``KEEPALIVE``. Ends when the device's credential is revoked.
+keep-alive interval, ``KEEPALIVE``. Ends when the device's credential is revoked, or when the
+server begins to shut down.
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ async def _follow(
                 last = item.seq
             if len(page.items) == PAGE:
                 continue  # more is waiting
-            with anyio.move_on_after(core.settings.stream_keepalive_s) as waited:
+            with anyio.move_on_after(core.settings.stream_keepalive_s) as waited, core.until_shutdown():
                 received: tuple[str, str] | None = await wakeups.receive()
+            if core.shutting_down:
+                return  # the server is stopping: end the response cleanly; the device resumes elsewhere
             if waited.cancelled_caught:
                 yield KEEPALIVE
                 continue

@@ -34,7 +34,7 @@ class TokenCreate(BaseModel):
 class TokenOut(BaseModel):
     id: str
     label: str
-    scope: str | None
+    scope: str | None = None  # omitted when None, like every None in a response
     priority_cap: str
     created_at: int
     last_used_at: int | None = None

@@ -1,22 +1,55 @@
-"""The rate-limiter contract: one body for every implementation (memory now; Redis with scale-out)."""
+"""The rate-limiter contract: one body for every implementation (memory, Redis), then what only
+the shared Redis limiter promises: replicas share counts, one round trip a call, atomic charges."""
 
 from __future__ import annotations
 
+import secrets
+import threading
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from core.adapters.limits.base import LimitCheck, RateLimiter, WindowKind, month_bounds
 from core.adapters.limits.memory import MemoryRateLimiter
+from core.adapters.limits.redis import RedisRateLimiter
+from tests.services import REDIS_URL, unavailable
 
 NOW = 1_800_000_000.0
 
 
-@pytest.fixture(params=["memory"])
-def limiter(request: pytest.FixtureRequest) -> Iterator[RateLimiter]:
-    implementation = MemoryRateLimiter()
-    yield implementation
-    implementation.reset()
+@pytest.fixture
+def redis_url() -> str:
+    """The test Redis, or a skip (a failure under RELAYBOX_REQUIRE_SERVICES=1)."""
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        unavailable("Redis", error)
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def namespace() -> str:
+    """Keys of one test only: tests (and test runs) sharing the Redis database do not meet."""
+    return f"relaybox-test-{secrets.token_hex(6)}"
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def limiter(request: pytest.FixtureRequest, namespace: str) -> Iterator[RateLimiter]:
+    if request.param == "memory":
+        memory = MemoryRateLimiter()
+        yield memory
+        memory.reset()
+        return
+    shared = RedisRateLimiter(request.getfixturevalue("redis_url"), namespace=namespace)
+    try:
+        yield shared
+    finally:
+        shared.reset()
+        shared.close()
 
 
 def test_a_rolling_window_allows_exactly_the_limit(limiter: RateLimiter) -> None:
@@ -78,3 +111,124 @@ def test_keys_are_independent(limiter: RateLimiter) -> None:
     assert limiter.acquire([LimitCheck("ip_minute", "a", 1, 60)], NOW).allowed
     assert limiter.acquire([LimitCheck("ip_minute", "b", 1, 60)], NOW).allowed
     assert not limiter.acquire([LimitCheck("ip_minute", "a", 1, 60)], NOW).allowed
+
+
+def test_a_cost_is_charged_whole_or_not_at_all(limiter: RateLimiter) -> None:
+    check = LimitCheck("token_burst", "tok_1", 5, 60)
+    assert limiter.acquire([check], NOW, cost=3).binding.remaining == 2
+    refused = limiter.acquire([check], NOW + 1, cost=3)
+    assert not refused.allowed and refused.binding.remaining == 2
+    assert limiter.acquire([check], NOW + 2, cost=2).binding.remaining == 0
+
+
+def test_an_entry_leaves_the_window_exactly_window_seconds_later(limiter: RateLimiter) -> None:
+    check = LimitCheck("ip_minute", "ip", 1, 60)
+    assert limiter.acquire([check], NOW + 0.25).allowed
+    assert not limiter.acquire([check], NOW + 60.2).allowed
+    assert limiter.acquire([check], NOW + 60.25).allowed
+
+
+# -- Redis only ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def replicas(redis_url: str, namespace: str) -> Iterator[tuple[RedisRateLimiter, RedisRateLimiter]]:
+    first = RedisRateLimiter(redis_url, namespace=namespace)
+    second = RedisRateLimiter(redis_url, namespace=namespace)
+    try:
+        yield first, second
+    finally:
+        first.reset()
+        first.close()
+        second.close()
+
+
+@pytest.mark.redis
+def test_two_replicas_share_their_counts(replicas: tuple[RedisRateLimiter, RedisRateLimiter]) -> None:
+    first, second = replicas
+    check = LimitCheck("token_burst", "tok_1", 3, 60)
+    assert first.acquire([check], NOW).allowed
+    assert second.acquire([check], NOW + 1).allowed
+    assert first.acquire([check], NOW + 2).binding.remaining == 0
+    refused = second.acquire([check], NOW + 3)
+    assert not refused.allowed and refused.retry_after == 57
+    second.reset()
+    assert first.peek([check], NOW + 4).binding.remaining == 3
+
+
+@pytest.mark.redis
+def test_concurrent_acquires_on_two_replicas_never_exceed_the_limit(
+    replicas: tuple[RedisRateLimiter, RedisRateLimiter],
+) -> None:
+    burst = LimitCheck("token_burst", "tok_1", 37, 60)
+    daily = LimitCheck("receiver_daily", "acct", 1000, 86_400)
+    allowed: list[bool] = []
+    lock = threading.Lock()
+
+    def hammer(limiter: RedisRateLimiter) -> None:
+        for n in range(10):
+            decision = limiter.acquire([daily, burst], NOW + n / 100)
+            with lock:
+                allowed.append(decision.allowed)
+
+    threads = [threading.Thread(target=hammer, args=(replicas[n % 2],)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert allowed.count(True) == 37 and len(allowed) == 80
+    assert replicas[0].peek([daily], NOW + 1).binding.remaining == 1000 - 37  # refused calls charged nothing
+
+
+@pytest.mark.redis
+def test_reset_forgets_only_its_own_namespace(redis_url: str, namespace: str) -> None:
+    mine = RedisRateLimiter(redis_url, namespace=namespace)
+    theirs = RedisRateLimiter(redis_url, namespace=namespace + "-other")
+    bystander = redis.Redis.from_url(redis_url)
+    unrelated = f"{namespace}-unrelated"
+    check = LimitCheck("ip_minute", "ip", 5, 60)
+    try:
+        bystander.set(unrelated, "kept", ex=60)
+        mine.acquire([check], NOW)
+        theirs.acquire([check], NOW)
+        mine.reset()
+        assert mine.peek([check], NOW).binding.remaining == 5
+        assert theirs.peek([check], NOW).binding.remaining == 4
+        assert bystander.get(unrelated) == b"kept"
+    finally:
+        theirs.reset()
+        bystander.delete(unrelated)
+        for client in (mine, theirs, bystander):
+            client.close()
+
+
+@pytest.mark.redis
+def test_an_acquire_is_one_round_trip_that_runs_the_script(redis_url: str, namespace: str) -> None:
+    """Counted on the server: MONITOR sees every command of the limiter's named connection."""
+    separator = "&" if "?" in redis_url else "?"
+    limiter = RedisRateLimiter(f"{redis_url}{separator}client_name={namespace}", namespace=namespace)
+    admin = redis.Redis.from_url(redis_url, socket_timeout=10)
+    layers = [
+        LimitCheck("ip_minute", "ip", 20, 60),
+        LimitCheck("ip_hour", "ip", 200, 3600),
+        LimitCheck("token_monthly", "tok", 500, kind=WindowKind.CALENDAR_MONTH),
+    ]
+    marker = f"{namespace}-done"
+    try:
+        limiter.acquire(layers, NOW)  # connects, and loads the script if the server lacks it
+        with admin.monitor() as monitor:  # type: ignore[no-untyped-call]
+            for n in range(3):
+                limiter.acquire(layers, NOW + n)
+            limiter.peek(layers, NOW + 3)
+            admin.echo(marker)
+            seen: list[tuple[str, str]] = []
+            while marker not in (command := monitor.next_command())["command"]:
+                seen.append((f"{command['client_address']}:{command['client_port']}", command["command"]))
+        addresses = {client["addr"] for client in admin.client_list() if client["name"] == namespace}
+        commands = [text for address, text in seen if address in addresses]
+        assert len(commands) == 4, commands
+        assert all(text.startswith("EVALSHA ") for text in commands), commands
+    finally:
+        limiter.reset()
+        limiter.close()
+        admin.close()

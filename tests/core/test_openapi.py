@@ -9,7 +9,8 @@ from starlette.testclient import TestClient
 
 from core.errors import CATALOGUE
 
-NOT_REST = {"/openapi.json", "/mcp"}  # the document itself; the MCP transport (JSON-RPC, not REST)
+# The document itself; the MCP transport (JSON-RPC, not REST); Prometheus metrics (text format).
+NOT_REST = {"/openapi.json", "/mcp", "/metrics"}
 
 
 def served_operations(client: TestClient) -> set[tuple[str, str]]:

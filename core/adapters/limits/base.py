@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import enum
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -55,6 +56,21 @@ def month_bounds(now: float) -> tuple[float, float]:
     start = datetime(moment.year, moment.month, 1, tzinfo=UTC)
     days = calendar.monthrange(moment.year, moment.month)[1]
     return start.timestamp(), start.timestamp() + days * 86_400
+
+
+def layer_state(
+    check: LimitCheck, now: float, *, used: int, oldest: float | None, cost: int, charge: bool
+) -> tuple[LimitState, bool]:
+    """One layer's state and whether it allows ``cost`` more, from what its window holds now:
+    ``used`` entries (already trimmed to the window), the oldest of them at ``oldest``.
+    Shared by every implementation, so they report the same numbers."""
+    ok = used + cost <= check.limit
+    counted = used + (cost if ok and charge else 0)
+    if check.kind is WindowKind.ROLLING:
+        reset_at = math.ceil((now if oldest is None else oldest) + check.window_s)
+    else:
+        reset_at = math.ceil(month_bounds(now)[1])
+    return LimitState(check.resource, check.limit, max(0, check.limit - counted), reset_at), ok
 
 
 def decide(states: list[tuple[LimitState, bool]], now: float) -> LimitDecision:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import deque
 
-from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, WindowKind, decide
+from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, decide, layer_state
 
 
 class MemoryRateLimiter:
@@ -37,16 +36,8 @@ class MemoryRateLimiter:
                 log = self._logs.setdefault(key, deque())
                 while log and log[0] <= since:
                     log.popleft()
-                ok = len(log) + cost <= check.limit
-                used = len(log) + (cost if ok and charge else 0)
-                if check.kind is WindowKind.ROLLING:
-                    oldest = log[0] if log else now
-                    reset_at = math.ceil(oldest + check.window_s)
-                else:
-                    reset_at = math.ceil(expires)
-                states.append(
-                    (LimitState(check.resource, check.limit, max(0, check.limit - used), reset_at), ok)
-                )
+                oldest = log[0] if log else None
+                states.append(layer_state(check, now, used=len(log), oldest=oldest, cost=cost, charge=charge))
                 logs.append((log, expires, key))
             decision = decide(states, now)
             if decision.allowed and charge:

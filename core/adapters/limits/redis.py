@@ -1,0 +1,113 @@
+"""Rate limiter on Redis, shared by every replica: one sorted set per bucket, one script per call.
+
+Each bucket (``LimitCheck.bucket``) is a sorted set of charges scored by their time, so rolling
+windows stay exact sliding logs and a calendar month is a key of its own. One Lua script trims,
+counts and — only when every layer allows it — charges all layers of a call, atomically and in a
+single round trip; it answers each layer's count and oldest score, from which Python computes
+the same states and decision as the memory limiter (``layer_state``, ``decide``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+
+import redis
+
+from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, decide, layer_state
+
+DEFAULT_NAMESPACE = "relaybox"
+TIMEOUT_S = 5.0
+
+# KEYS: a sorted set per layer.  ARGV: now, cost, charge (1 | 0), a member id unique to this call,
+# then per layer: the earliest time still counted, the key's time to live in ms, the limit.
+_SCRIPT = """
+local cost = tonumber(ARGV[2])
+local allowed = true
+local answer = {}
+for i, key in ipairs(KEYS) do
+  local at = 4 + (i - 1) * 3
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[at + 1])
+  local used = redis.call('ZCARD', key)
+  local oldest = false
+  if used > 0 then
+    oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]
+  end
+  if used + cost > tonumber(ARGV[at + 3]) then
+    allowed = false
+  end
+  answer[i] = {used, oldest}
+end
+if allowed and ARGV[3] == '1' then
+  for i, key in ipairs(KEYS) do
+    local members = {}
+    for n = 1, cost do
+      members[#members + 1] = ARGV[1]
+      members[#members + 1] = ARGV[4] .. ':' .. i .. ':' .. n
+      if #members >= 256 or n == cost then  -- unpack has a stack limit
+        redis.call('ZADD', key, unpack(members))
+        members = {}
+      end
+    end
+    local ttl = tonumber(ARGV[4 + (i - 1) * 3 + 2])
+    if redis.call('PTTL', key) < ttl then
+      redis.call('PEXPIRE', key, ttl)
+    end
+  end
+end
+return answer
+"""
+
+
+class RedisRateLimiter:
+    """Synchronous (the core calls it from worker threads); redis-py's client pools connections."""
+
+    def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+        # Query-string options in ``url`` win over these defaults.
+        self._client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S)
+        self._prefix = f"{namespace}:limit:"
+        self._script = self._client.register_script(_SCRIPT)  # EVALSHA, loading it again on NOSCRIPT
+
+    def acquire(self, checks: list[LimitCheck], now: float, *, cost: int = 1) -> LimitDecision:
+        return self._evaluate(checks, now, cost, charge=True)
+
+    def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
+        return self._evaluate(checks, now, 1, charge=False)
+
+    def reset(self) -> None:
+        """Forget every count under this limiter's namespace (and nothing else in the database)."""
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._prefix) + "*"
+        batch: list[bytes] = []
+        for key in self._client.scan_iter(match=pattern, count=500):
+            batch.append(key)
+            if len(batch) >= 500:
+                self._client.unlink(*batch)
+                batch.clear()
+        if batch:
+            self._client.unlink(*batch)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _evaluate(self, checks: list[LimitCheck], now: float, cost: int, *, charge: bool) -> LimitDecision:
+        keys: list[str] = []
+        args: list[str | int] = [repr(now), cost, 1 if charge else 0, secrets.token_hex(8)]
+        for check in checks:
+            key, since, expires = check.bucket(now)
+            keys.append(self._prefix + key)
+            args.extend([repr(since), max(1, math.ceil((expires - now) * 1000)), check.limit])
+        answer = self._script(keys=keys, args=args)
+        states: list[tuple[LimitState, bool]] = []
+        for check, (used, oldest) in zip(checks, answer, strict=True):
+            states.append(
+                layer_state(
+                    check,
+                    now,
+                    used=int(used),
+                    oldest=None if oldest is None else float(oldest),
+                    cost=cost,
+                    charge=charge,
+                )
+            )
+        return decide(states, now)
