@@ -19,6 +19,8 @@ from core.clock import ManualClock
 from core.context import Core
 from core.settings import Settings, explicit_settings
 from core.store.database import make_engine
+from tests.fakes.fcm_server import FakeFcm
+from tests.fakes.webpush_server import FakeWebPushService
 from tests.live import serve_in_thread
 from tests.services import POSTGRES_URL, unavailable
 
@@ -108,3 +110,17 @@ def live_server(core: Core) -> Iterator[str]:
     """The app under uvicorn on a real loopback socket, in this process (so the test keeps its clock)."""
     with serve_in_thread(create_app(core=core)) as url:
         yield url
+
+
+@pytest.fixture
+def fcm() -> Iterator[FakeFcm]:
+    """A fake FCM (and OAuth token endpoint) on loopback, for the real firebase-admin code."""
+    with FakeFcm() as fake:
+        yield fake
+
+
+@pytest.fixture
+def push_service() -> Iterator[FakeWebPushService]:
+    """A fake web-push service on loopback that checks VAPID and decrypts what it receives."""
+    with FakeWebPushService() as fake:
+        yield fake

@@ -39,18 +39,6 @@ def eventually(probe: Callable[[], T | None], timeout: float = 5.0) -> T:
 
 
 @pytest.fixture
-def fcm() -> Iterator[FakeFcm]:
-    with FakeFcm() as fake:
-        yield fake
-
-
-@pytest.fixture
-def push_service() -> Iterator[FakeWebPushService]:
-    with FakeWebPushService() as fake:
-        yield fake
-
-
-@pytest.fixture
 def push_core(settings: Settings, clock: ManualClock, fcm: FakeFcm, tmp_path: Path) -> Iterator[Core]:
     credentials = tmp_path / "service-account.json"
     credentials.write_text(json.dumps(make_service_account(fcm.origin)))

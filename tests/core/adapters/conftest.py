@@ -6,25 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.fcm_server import FakeFcm
 from tests.fakes.webpush_server import FakeWebPushService
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def fcm() -> Iterator[FakeFcm]:
-    with FakeFcm() as fake:
-        yield fake
-
-
-@pytest.fixture
-def push_service() -> Iterator[FakeWebPushService]:
-    with FakeWebPushService() as fake:
-        yield fake
 
 
 @pytest.fixture
