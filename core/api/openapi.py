@@ -102,7 +102,8 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
     responses: dict[str, Any] = {}
     success: dict[str, Any] = {"description": endpoint.summary}
     if "content_type" in endpoint.extra:
-        success["content"] = {endpoint.extra["content_type"]: {"schema": {"type": "string"}}}
+        schema = endpoint.extra.get("content_schema", {"type": "string"})
+        success["content"] = {endpoint.extra["content_type"]: {"schema": schema}}
     if endpoint.response:
         success["content"] = {"application/json": {"schema": refs[(endpoint.response, "serialization")]}}
     responses[str(endpoint.status)] = success

@@ -57,6 +57,17 @@ async def sse_frames(items: AsyncIterator[relay.QueueItem | LivePush | str]) -> 
 
 
 SINCE_ID = {"name": "since_id", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}}
+# For text/event-stream the schema describes one event, as parsed from its fields (OpenAPI 3.2 names
+# this `itemSchema`; a 3.1 document has only `schema`). Comment lines are no events.
+SYNC_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"enum": sorted({*EVENT_NAMES.values(), "envelope"})},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The queue seq (none on a live push)"},
+    },
+}
 
 ENDPOINTS = [
     Endpoint(
@@ -89,6 +100,6 @@ ENDPOINTS = [
             "Frames: `id: <seq>`, `event: envelope|push|token_update`, `data: <json>`; a comment line "
             "every 15 s keeps the connection alive. Replay from `since_id` or the `Last-Event-ID` header."
         ),
-        extra={"query": [SINCE_ID], "content_type": "text/event-stream"},
+        extra={"query": [SINCE_ID], "content_type": "text/event-stream", "content_schema": SYNC_EVENT},
     ),
 ]
