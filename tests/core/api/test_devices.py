@@ -72,6 +72,13 @@ def test_a_body_that_is_not_json_is_400_invalid_json(client: TestClient) -> None
     assert error_code(response) == "invalid_json"
 
 
+def test_json_nested_deeper_than_the_decoder_goes_is_400_invalid_json(client: TestClient) -> None:
+    """Found by fuzzing: the decoder's RecursionError was a 500."""
+    response = client.post("/v1/devices", content=b"[" * 50_000, headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert error_code(response) == "invalid_json"
+
+
 def test_a_json_array_body_is_400_invalid_body(client: TestClient) -> None:
     response = client.post("/v1/devices", json=[1, 2])
     assert error_code(response) == "invalid_body"
@@ -129,6 +136,37 @@ def test_an_out_of_range_status_report_is_400(client: TestClient) -> None:
     phone = register_phone(client)
     response = client.post("/v1/devices/me/status", json={"battery_percent": 101}, headers=phone.auth)
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "report",
+    [{"battery_percent": False}, {"battery_percent": "80"}, {"battery_percent": 80.5}, {"charging": 0}],
+)
+def test_a_status_report_takes_json_integers_and_booleans_only(
+    client: TestClient, report: dict[str, object]
+) -> None:
+    """Found by fuzzing: the documented integer took false (as 0 %) and the boolean took 0.0."""
+    phone = register_phone(client)
+    response = client.post("/v1/devices/me/status", json=report, headers=phone.auth)
+    assert response.status_code == 400 and error_code(response) == "invalid_body"
+
+
+def test_a_whole_number_written_with_a_fraction_is_that_integer(client: TestClient) -> None:
+    """JSON Schema's integer: 80.0 is 80 (the document says integer, so clients may send either)."""
+    phone = register_phone(client)
+    response = client.post("/v1/devices/me/status", json={"battery_percent": 80.0}, headers=phone.auth)
+    assert response.status_code == 202
+    updated = client.patch("/v1/devices/me", json={"app_build": 42.0}, headers=phone.auth)
+    assert updated.status_code == 200 and updated.json()["app_build"] == 42
+
+
+def test_a_device_without_an_app_build_omits_it_as_the_document_allows(client: TestClient) -> None:
+    """Found by fuzzing: None is omitted from every response, but DeviceOut required app_build."""
+    computer = pair_computer(client, register_phone(client))
+    me = client.get("/v1/devices/me", headers=computer.auth).json()
+    assert "app_build" not in me
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["DeviceOut"]
+    assert "app_build" not in schema["required"]
 
 
 def test_disconnect_unpairs_and_kills_the_credential(client: TestClient, core: Core) -> None:

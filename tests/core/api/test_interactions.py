@@ -159,6 +159,20 @@ def test_a_choice_outside_the_offered_ones_is_refused(client: TestClient, choice
     assert response.status_code == 400 and error_code(response) in {"invalid_choice", "invalid_body"}
 
 
+def test_integers_are_json_integers_a_whole_number_with_a_fraction_included(client: TestClient) -> None:
+    """Found by fuzzing: the document says integer, and JSON Schema's integer includes 600.0 and 1.0,
+    which were refused as invalid_body; true and "600" still are."""
+    phone, headers = setup(client)
+    created = ask(client, headers, expires_in_seconds=600.0)
+    assert created.status_code == 201
+    answered = client.post(
+        f"/v1/interactions/{created.json()['id']}/answer", json={"choice_index": 1.0}, headers=phone.auth
+    )
+    assert answered.status_code == 200 and answered.json()["choice_index"] == 1
+    for wrong in (True, "600", 600.5):
+        assert error_code(ask(client, headers, expires_in_seconds=wrong)) == "invalid_body"
+
+
 def test_only_the_accounts_phone_answers(client: TestClient) -> None:
     _, headers = setup(client)
     stranger = register_phone(client)

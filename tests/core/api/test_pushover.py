@@ -132,6 +132,40 @@ def test_sounds_and_user_validation_answer_in_pushover_shapes(client: TestClient
     assert client.get("/v1/sounds.json", params={"token": "bad"}).json()["errors"] == ["invalid_token"]
 
 
+def test_the_document_describes_the_shim_shape_and_every_code_send_gives(
+    client: TestClient, token: str
+) -> None:
+    """Found by fuzzing: the document gave shim failures the standard error shape and left out the
+    codes of the fields passed on to /v1/send; validate.json's fields were undocumented."""
+    document = client.get("/openapi.json").json()
+    paths = document["paths"]
+    bad_url = client.post("/v1/messages.json", json={"token": token, "message": "m", "url": "ftp://x"})
+    assert bad_url.status_code == 400 and bad_url.json()["errors"] == ["invalid_url"]
+    documented = paths["/v1/messages.json"]["post"]["responses"]["400"]
+    assert "invalid_url" in documented["description"]
+    for path, method in (
+        ("/v1/messages.json", "post"),
+        ("/v1/sounds.json", "get"),
+        ("/v1/users/validate.json", "post"),
+    ):
+        responses = paths[path][method]["responses"]
+        assert responses["401"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ShimError"
+        }
+        assert "429" in responses
+    validate_body = paths["/v1/users/validate.json"]["post"]["requestBody"]["content"]["application/json"]
+    assert validate_body["schema"] == {"$ref": "#/components/schemas/ValidateRequest"}
+    assert document["components"]["schemas"]["ValidateRequest"]["required"] == ["token"]
+
+
+def test_a_json_priority_written_with_a_fraction_is_that_priority(client: TestClient, token: str) -> None:
+    """Found by fuzzing: the documented integer 1.0 was refused as invalid_priority."""
+    response = client.post("/v1/messages.json", json={"token": token, "message": "p", "priority": 1.0})
+    assert response.json()["status"] == 1
+    emergency = client.post("/v1/messages.json", json={"token": token, "message": "p", "priority": 2.0})
+    assert emergency.json()["errors"] == ["priority_emergency_unsupported"]
+
+
 def test_the_device_field_targets_like_send(client: TestClient, token: str) -> None:
     response = client.post("/v1/messages.json", data={"token": token, "message": "m", "device": "laptop"})
     assert response.json()["status"] == 1

@@ -123,6 +123,15 @@ def test_queued_items_expire_after_their_ttl(client: TestClient, core: Core, clo
     assert core.run_sync(read_queue, principal, after=0).items == []
 
 
+@pytest.mark.parametrize("ttl", [True, "60", 60.5])
+def test_ttl_is_a_json_integer(client: TestClient, ttl: object) -> None:
+    """Found by fuzzing for other integers: the document says integer, so true and "60" are refused."""
+    phone = register_phone(client)
+    computer = pair_computer(client, phone)
+    assert error_code(post(client, computer, phone, ttl=ttl)) == "invalid_body"
+    assert post(client, computer, phone, ttl=60.0).status_code == 202  # type: ignore[attr-defined]
+
+
 def test_a_since_id_that_is_not_a_number_is_400(client: TestClient) -> None:
     phone = register_phone(client)
     response = client.get("/v1/sync?since_id=abc", headers=phone.auth)

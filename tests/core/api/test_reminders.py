@@ -62,6 +62,16 @@ def test_the_bounds_themselves_are_allowed(client: TestClient, clock: ManualCloc
         assert response.status_code == 201
 
 
+def test_at_written_as_a_whole_number_with_a_fraction_is_that_time(
+    client: TestClient, clock: ManualClock
+) -> None:
+    """Found by fuzzing: JSON Schema's integer includes 1800003600.0, which was refused."""
+    _, headers = setup(client)
+    at = int(clock.now()) + 3600
+    response = client.post("/v1/reminders", json={"message": "m", "at": float(at)}, headers=headers)
+    assert response.status_code == 201 and response.json()["fire_at"] == at
+
+
 @pytest.mark.parametrize(
     "body",
     [

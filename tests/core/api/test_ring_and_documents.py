@@ -127,6 +127,21 @@ def test_a_document_is_parked_encrypted_and_pulled_once(
     assert documents_client.get(f"/v1/documents/{out.document_id}", headers=phone.auth).status_code == 404
 
 
+@pytest.mark.parametrize("filename", [". ..plan.md", " . . .plan.md", ".\u200b .plan.md"])
+def test_no_filename_reaches_the_phone_with_a_leading_dot(
+    documents_client: TestClient, documents_core: Core, filename: str
+) -> None:
+    """Found by fuzzing: one pass of strip-dots-then-spaces left ". ..plan.md" as "..plan.md"."""
+    phone = register_phone(documents_client, app_build=1)
+    body = DocumentCreate(filename=filename, content="x")
+    out = documents_core.run_sync(send_document, connector(phone.account_id), body=body, ip="127.0.0.1")
+    pulled = documents_client.get(f"/v1/documents/{out.document_id}", headers=phone.auth)
+    plaintext = open_envelope(
+        base64.b64decode(pulled.json()["blob"]), phone.secret_key, documents_core.keys.public_key
+    )
+    assert json.loads(plaintext)["filename"] == "plan.md"
+
+
 def test_a_parked_document_expires_after_an_hour(
     documents_client: TestClient, documents_core: Core, clock: ManualClock
 ) -> None:

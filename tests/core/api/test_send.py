@@ -126,6 +126,26 @@ def test_each_bad_field_has_its_own_400_code(
     assert error_code(response) == code
 
 
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"message": "m", "tags": ["ok", "\ud800"]}, "invalid_tags"),
+        ({"message": "m", "url": "https://x.example/\ud800"}, "invalid_url"),
+        ({"message": "m", "actions": [{"label": "\udfff", "url": "https://x.example"}]}, "invalid_action"),
+        ({"message": "m", "actions": [{"label": "a", "url": "https://x.example/\ud800"}]}, "invalid_action"),
+    ],
+)
+def test_text_with_a_lone_surrogate_is_refused_with_the_field_code(
+    client: TestClient, account: tuple[FakeDevice, FakeDevice, str], fields: dict[str, Any], code: str
+) -> None:
+    """Found by fuzzing: JSON can escape a lone surrogate, UTF-8 cannot encode it; these fields let
+    one through to the payload's encoding, a 500."""
+    headers = {**bearer(account[2]), "content-type": "application/json"}
+    response = client.post("/v1/send", content=json.dumps(fields).encode(), headers=headers)
+    assert response.status_code == 400
+    assert error_code(response) == code
+
+
 def test_byte_length_errors_carry_bytes_and_max(
     client: TestClient, account: tuple[FakeDevice, FakeDevice, str]
 ) -> None:
@@ -204,6 +224,7 @@ def test_an_account_without_a_phone_is_409(
         (b"\xff\xfe", "text/plain", "invalid_body", 400),
         (b"<m/>", "application/xml", "unsupported_content_type", 415),
         (b"message=" + b"%ff", "application/x-www-form-urlencoded", "invalid_body", 400),
+        (b"[" * 50_000, "application/json", "invalid_json", 400),  # found by fuzzing: was a 500
     ],
 )
 def test_malformed_bodies_are_4xx_never_500(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 
 import anyio
@@ -124,6 +125,34 @@ async def test_a_token_update_arrives_as_its_own_event_encrypted_by_the_server(
     update = json.loads(plaintext)
     assert update["type"] == "token_update"
     assert [token["label"] for token in update["tokens"]] == ["cron"]
+    sync_http.close()
+
+
+async def test_every_event_is_one_the_document_describes(live_server: str) -> None:
+    """Found by fuzzing: the document described the stream as a string, but for text/event-stream the
+    schema describes each event (its event, data and id fields)."""
+    sync_http = httpx.Client(base_url=live_server, timeout=10)
+    phone, computer = _pair(sync_http)
+    seq = _relay(sync_http, phone, computer, "hello")
+    sync_http.post("/v1/tokens", json={"label": "cron"}, headers=phone.auth).raise_for_status()
+    document = sync_http.get("/openapi.json").json()
+    schema = document["paths"]["/v1/sync"]["get"]["responses"]["200"]["content"]["text/event-stream"][
+        "schema"
+    ]
+    async with httpx.AsyncClient(base_url=live_server, timeout=10) as client:
+        async with client.stream("GET", "/v1/sync", headers=computer.auth) as response:
+            stream = events(response)
+            with anyio.fail_after(5):
+                received = [await next_data_event(stream), await next_data_event(stream)]
+    assert [(event.id, event.event) for event in received] == [
+        (str(seq), "envelope"),
+        (str(seq + 1), "token_update"),
+    ]
+    for event in received:
+        assert event.event in schema["properties"]["event"]["enum"]
+        assert re.fullmatch(schema["properties"]["id"]["pattern"], event.id or "")
+        assert isinstance(event.json, dict)
+    assert set(schema["required"]) == {"event", "data"}
     sync_http.close()
 
 

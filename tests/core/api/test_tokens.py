@@ -30,6 +30,19 @@ def test_a_token_is_rfk_live_plus_32_alphanumerics_shown_once(client: TestClient
         assert token not in row.token_hash and len(row.token_hash) == 64
 
 
+def test_a_token_without_a_scope_omits_it_as_the_document_allows(client: TestClient) -> None:
+    """Found by fuzzing: None is omitted from every response, but the document required scope."""
+    phone = register_phone(client)
+    created = create_token(client, phone)
+    assert "scope" not in created
+    listed = client.get("/v1/tokens", headers=phone.auth).json()["tokens"]
+    assert "scope" not in listed[0]
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    assert (
+        "scope" not in schemas["TokenOut"]["required"] and "scope" not in schemas["TokenCreated"]["required"]
+    )
+
+
 def test_files_send_can_never_be_held_by_a_sender_token(client: TestClient) -> None:
     phone = register_phone(client)
     response = client.post("/v1/tokens", json={"label": "x", "scope": "files:send"}, headers=phone.auth)
