@@ -163,7 +163,7 @@ class ConsentFlow:
     async def status(self, request: Request) -> Response:
         """Where the consent stands; waits up to 25 s (``?wait=``) for the phone's confirmation."""
         raw_wait = request.query_params.get("wait", str(STATUS_WAIT_S))
-        wait = int(raw_wait) if raw_wait.isdigit() and len(raw_wait) < 4 else 0
+        wait = int(raw_wait) if raw_wait.isascii() and raw_wait.isdigit() and len(raw_wait) < 4 else 0
         ip = request.client.host if request.client else "unknown"
         try:
             state = await self.core.run(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel
 from starlette.responses import Response
 
@@ -70,7 +72,7 @@ def wait_seconds(raw: str | None) -> int:
     if raw is None or raw == "":
         return interactions.WAIT_DEFAULT_S
     text = raw.strip()
-    if not text.lstrip("-").isdigit() or len(text) > 12:
+    if not re.fullmatch(r"-?[0-9]{1,11}", text):  # not str.isdigit: int() refuses "²" and "--5"
         raise RelayError("invalid_wait")
     return int(text)
 

@@ -15,6 +15,7 @@ from core.services.auth import Accept
 from core.services.stream import KEEPALIVE, LivePush, follow_queue
 
 EVENT_NAMES = {"push": "push", "token_update": "token_update"}
+MAX_SEQ = 2**63 - 1  # a signed 64-bit integer in both databases
 
 
 async def post_envelope(call: Call) -> BaseModel:
@@ -34,7 +35,8 @@ def replay_point(since_id: str | None, last_event_id: str | None) -> int:
     raw = since_id if since_id is not None else last_event_id
     if raw is None:
         return 0
-    if not raw.isdigit() or len(raw) > 19:
+    # ASCII digits only ("²".isdigit() holds, int("²") fails), and within the seq column's bigint.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > MAX_SEQ:
         raise RelayError("invalid_since_id")
     return int(raw)
 
@@ -56,7 +58,12 @@ async def sse_frames(items: AsyncIterator[relay.QueueItem | LivePush | str]) -> 
         yield f"id: {item.seq}\nevent: {event}\ndata: {data}\n\n"
 
 
-SINCE_ID = {"name": "since_id", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}}
+SINCE_ID = {
+    "name": "since_id",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ},
+}
 # For text/event-stream the schema describes one event, as parsed from its fields (OpenAPI 3.2 names
 # this `itemSchema`; a 3.1 document has only `schema`). Comment lines are no events.
 SYNC_EVENT = {

@@ -25,6 +25,8 @@ from starlette.testclient import TestClient
 from starlette.types import Message
 
 from core.api.forms import read_fields
+from core.api.phone import wait_seconds
+from core.api.relay import MAX_SEQ, replay_point
 from core.domain import payloads
 from core.domain.canonical import canonical_json
 from core.domain.chunks import ChunkCipher, ChunkError
@@ -326,6 +328,44 @@ def test_device_selectors_parse_or_raise_invalid_device(value: Any) -> None:
         assert_selectors(devices)
         return
     assert code == "invalid_device"
+
+
+# ------------------------------------------------------------------- query and header numbers
+
+numerals = st.one_of(
+    st.integers().map(str),
+    st.integers(2**63 - 3, 2**64).map(str),
+    strings(st.sampled_from("0123456789-+ .\u00b2\u0661\uff11e_"), max_size=22),
+    texts,
+)
+
+
+@PURE
+@given(since_id=st.none() | numerals, last_event_id=st.none() | numerals)
+def test_replay_points_parse_into_the_seq_range_or_raise_invalid_since_id(
+    since_id: str | None, last_event_id: str | None
+) -> None:
+    try:
+        after = replay_point(since_id, last_event_id)
+    except RelayError as error:
+        code = error.code
+    else:
+        assert 0 <= after <= MAX_SEQ
+        return
+    assert code == "invalid_since_id"
+
+
+@PURE
+@given(raw=st.none() | numerals)
+def test_waits_parse_as_whole_seconds_or_raise_invalid_wait(raw: str | None) -> None:
+    try:
+        seconds = wait_seconds(raw)
+    except RelayError as error:
+        code = error.code
+    else:
+        assert isinstance(seconds, int)
+        return
+    assert code == "invalid_wait"
 
 
 # ----------------------------------------------------------------------------------- filenames

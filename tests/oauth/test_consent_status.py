@@ -46,6 +46,14 @@ async def test_a_waiting_status_returns_as_soon_as_the_phone_confirms(live_serve
     assert returned_at - confirmed_at[0] < 1.0
 
 
+async def test_a_wait_in_other_digits_is_no_wait_not_a_500(live_server: str) -> None:
+    """ "²" is a digit to str.isdigit, not to int(): it was a 500."""
+    with httpx.Client(base_url=live_server, timeout=10) as browser:
+        page = open_consent(browser, Authorization(register_client(browser)["client_id"]).url())
+        status = browser.get(page.status_url, params={"wait": "\u00b2"})
+    assert status.status_code == 200 and status.json()["status"] == "pending"
+
+
 async def test_a_status_with_nothing_happening_returns_pending_after_its_wait(live_server: str) -> None:
     with httpx.Client(base_url=live_server, timeout=10) as browser:
         page = open_consent(browser, Authorization(register_client(browser)["client_id"]).url())

@@ -214,6 +214,15 @@ def test_wait_must_be_a_whole_number_and_is_clamped(client: TestClient) -> None:
     assert client.get(f"/v1/interactions/{created['id']}?wait=-4", headers=headers).status_code == 200
 
 
+@pytest.mark.parametrize("wait", ["\u00b2", "--5", "1-", "\u0665"])
+def test_a_wait_in_other_digits_or_signs_is_invalid_wait(client: TestClient, wait: str) -> None:
+    """Found while fixing since_id: these passed the isdigit check, then int() raised (a 500)."""
+    _, headers = setup(client)
+    created = ask(client, headers).json()
+    response = client.get(f"/v1/interactions/{created['id']}", params={"wait": wait}, headers=headers)
+    assert response.status_code == 400 and error_code(response) == "invalid_wait"
+
+
 def test_an_unknown_id_is_404(client: TestClient) -> None:
     _, headers = setup(client)
     response = client.get("/v1/interactions/int_" + "0" * 32 + "?wait=0", headers=headers)

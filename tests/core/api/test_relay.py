@@ -138,3 +138,14 @@ def test_a_since_id_that_is_not_a_number_is_400(client: TestClient) -> None:
     assert response.status_code == 400 and error_code(response) == "invalid_since_id"
     response = client.get("/v1/sync", headers={**phone.auth, "Last-Event-ID": "-3"})
     assert error_code(response) == "invalid_since_id"
+
+
+@pytest.mark.parametrize("since_id", ["9223372036854775808", "9999999999999999999", "\u00b2", "\u0661\u0662"])
+def test_a_since_id_beyond_the_seq_column_or_in_other_digits_is_400(
+    client: TestClient, since_id: str
+) -> None:
+    """Found by fuzzing: 2**63 passed the 19-digit check and broke the stream it had already begun
+    (the database refuses the integer); "²" is a digit to str.isdigit, not to int()."""
+    phone = register_phone(client)
+    response = client.get("/v1/sync", params={"since_id": since_id}, headers=phone.auth)
+    assert response.status_code == 400 and error_code(response) == "invalid_since_id"
