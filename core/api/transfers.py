@@ -145,6 +145,11 @@ async def put_object(call: Call) -> Response:
         raise RelayError("upload_size_mismatch", details={"size": size}) from error
     except ClientDisconnect as error:
         raise RelayError("body_incomplete") from error
+    try:
+        await _check_open(call)  # ended while the body streamed in: leave no orphan behind
+    except RelayError:
+        await anyio.to_thread.run_sync(store.delete_transfer, call.path["transfer_id"])
+        raise
     return Response(status_code=200, headers=NO_STORE)
 
 

@@ -3,7 +3,7 @@ to (object, method, size, expiry), size cut-offs, quotas, and cleanup on end and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -11,10 +11,12 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
+from core.adapters.storage.local import LocalObjectStore
 from core.clock import ManualClock
 from core.context import Core
 from core.principal import Principal
 from core.services.maintenance import sweep_expired
+from core.services.transfers import end_transfer
 from core.settings import Settings, explicit_settings
 from tests.helpers import FakeDevice, error_code, pair_computer, register_phone
 
@@ -290,4 +292,24 @@ def test_expired_transfers_are_swept_with_their_objects(
     assert client.get(f"/v1/transfers/{transfer_id}", headers=devices.phone.auth).status_code == 404
     swept = client.portal.call(core.run, sweep_expired, Principal.system())  # type: ignore[union-attr]
     assert swept.removed["file_transfers"] == 1
+    assert stored_files(store_dir) == []
+
+
+def test_an_upload_that_finishes_after_its_transfer_ended_leaves_nothing(
+    client: TestClient, devices: Devices, core: Core, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    transfer_id = str(open_transfer(client, devices.computer, devices.phone)["transfer_id"])
+    up = one_url(client, devices.computer, transfer_id, "upload", 0)
+    write = LocalObjectStore.write
+    sender = Principal.device(
+        account_id=devices.phone.account_id, device_id=devices.computer.device_id, surface_kind="cli"
+    )
+
+    async def write_then_end(self: LocalObjectStore, key: str, size: int, body: AsyncIterator[bytes]) -> None:
+        await write(self, key, size, body)
+        core.run_sync(end_transfer, sender, transfer_id=transfer_id)  # the phone declined meanwhile
+
+    monkeypatch.setattr(LocalObjectStore, "write", write_then_end)
+    response = client.put(local(up["url"]), content=b"x" * CHUNK)
+    assert (response.status_code, error_code(response)) == (404, "not_found")
     assert stored_files(store_dir) == []
