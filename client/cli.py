@@ -23,6 +23,7 @@ from typing import Any, TypeAlias
 
 from client import computer, phone, transfers
 from client.api import ApiError, TokenInfo
+from client.file_receiver import FileReceiver
 from client.phone_ops import DOWNLOADS_DIR, Output, PhoneOps
 from client.progress import Progress
 from client.state import ClientError, DeviceState, Paired, Role, default_state_path
@@ -527,7 +528,7 @@ def _receive_files(
     output: Output,
     downloads: Path,
 ) -> None:
-    receiver = transfers.FileReceiver(
+    receiver = FileReceiver(
         path, state, output, downloads, decline_all=args.decline_files, progress=_progress_bar
     )
     dispatcher.payloads[transfers.FILE_CTRL] = receiver.on_file_ctrl

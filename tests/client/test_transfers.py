@@ -16,11 +16,12 @@ import httpx
 import pytest
 
 from client import computer, phone
+from client.file_receiver import FileReceiver
 from client.phone_ops import Output
 from client.progress import Progress
 from client.state import DeviceState
 from client.stream import Opener, Received, SyncEvent, SyncFollower
-from client.transfers import FileReceiver, Offer, TransferError, parse_offer, send_file
+from client.transfers import Offer, TransferError, parse_offer, send_file
 from core.context import Core
 from core.domain.chunks import ChunkError
 
