@@ -239,3 +239,26 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
     quiet.advance(10)
     quiet.finish()
     assert piped.getvalue() == ""
+
+
+def test_the_phone_sends_a_file_to_the_computer_too(world: World) -> None:
+    source = world.phone_path.parent / "photo.jpg"
+    source.write_bytes(b"\xff\xd8" + b"j" * 2500)
+    sent = send_file(world.phone_path, world.phone, source, transport=world.transport)
+    state = world.computer
+    opener = Opener(world.computer_path, state)
+    with SyncFollower(state.server, state.device_token, after=0, idle=0.5) as follower:
+        offers = [
+            opened
+            for item in follower.events()
+            if isinstance(item, SyncEvent)
+            and isinstance(opened := opener.open(item), Received)
+            and opened.payload.get("action") == "offer"
+        ]
+    assert [offer.payload["transfer_id"] for offer in offers] == [sent.transfer_id]
+    output = Output(as_json=True, stdout=world.stdout, stderr=io.StringIO())
+    folder = world.computer_path.parent / "Downloads"
+    receiver = FileReceiver(world.computer_path, state, output, folder, transport=world.transport)
+    assert receiver.on_file_ctrl(offers[0]) == ""
+    assert (folder / "photo.jpg").read_bytes() == source.read_bytes()
+    assert world.objects() == []
