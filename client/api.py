@@ -166,7 +166,7 @@ class RelayboxApi:
         }
         if app_build is not None:
             body["app_build"] = app_build
-        data = _Fields(self._call("POST", "/v1/devices", body=body, auth=False, expect=201))
+        data = Fields(self._call("POST", "/v1/devices", body=body, auth=False, expect=201))
         return Registration(
             device_id=data.text("device_id"),
             device_token=data.text("device_token"),
@@ -196,7 +196,7 @@ class RelayboxApi:
         body: dict[str, Any] = {"public_key": public_key, "surface_kind": surface_kind, "name": name}
         if intent is not None:
             body["intent"] = intent
-        data = _Fields(self._call("POST", "/v1/pair/init", body=body, auth=False, expect=201))
+        data = Fields(self._call("POST", "/v1/pair/init", body=body, auth=False, expect=201))
         return PairingStarted(
             code=data.text("code"),
             expires_at=data.integer("expires_at"),
@@ -206,8 +206,8 @@ class RelayboxApi:
         )
 
     def pair_confirm(self, *, code: str, public_key: str) -> PairingConfirmed:
-        data = _Fields(self._call("POST", "/v1/pair/confirm", body={"code": code, "public_key": public_key}))
-        device = _Fields(data.mapping("device"), "device")
+        data = Fields(self._call("POST", "/v1/pair/confirm", body={"code": code, "public_key": public_key}))
+        device = Fields(data.mapping("device"), "device")
         return PairingConfirmed(
             pair_id=data.text("pair_id"),
             intent=data.text("intent"),
@@ -218,7 +218,7 @@ class RelayboxApi:
         )
 
     def pair_result(self) -> PairingResult:
-        data = _Fields(self._call("GET", "/v1/pair/result"))
+        data = Fields(self._call("GET", "/v1/pair/result"))
         status = data.text("status")
         if status not in ("pending", "paired"):
             raise ApiError(200, "invalid_response", f"unknown pairing status {status!r}")
@@ -243,10 +243,10 @@ class RelayboxApi:
         if priority_cap is not None:
             body["priority_cap"] = priority_cap
         raw = self._call("POST", "/v1/tokens", body=body, expect=201)
-        return CreatedToken(info=_token(raw), token=_Fields(raw).text("token"))
+        return CreatedToken(info=_token(raw), token=Fields(raw).text("token"))
 
     def list_tokens(self) -> list[TokenInfo]:
-        data = _Fields(self._call("GET", "/v1/tokens"))
+        data = Fields(self._call("GET", "/v1/tokens"))
         items = data.value("tokens")
         if not isinstance(items, list):
             raise ApiError(200, "invalid_response", "tokens must be a list")
@@ -318,7 +318,7 @@ def _string_or(value: object, fallback: str) -> str:
     return value if isinstance(value, str) and value else fallback
 
 
-class _Fields:
+class Fields:
     """Typed reads from a JSON object of a response; a wrong shape is ``invalid_response``."""
 
     def __init__(self, raw: object, where: str = "response") -> None:
@@ -366,7 +366,7 @@ class _Fields:
 
 
 def _token(raw: object) -> TokenInfo:
-    data = _Fields(raw, "token")
+    data = Fields(raw, "token")
     return TokenInfo(
         id=data.text("id"),
         label=data.text("label"),
@@ -379,7 +379,7 @@ def _token(raw: object) -> TokenInfo:
 
 
 def _device(raw: object) -> DeviceInfo:
-    data = _Fields(raw, "device")
+    data = Fields(raw, "device")
     return DeviceInfo(
         device_id=data.text("device_id"),
         device_type=data.text("device_type"),

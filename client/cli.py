@@ -21,9 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from client import computer, phone
+from client import computer, phone, transfers
 from client.api import ApiError, TokenInfo
-from client.phone_ops import Output, PhoneOps
+from client.file_receiver import FileReceiver
+from client.phone_ops import DOWNLOADS_DIR, Output, PhoneOps
+from client.progress import Progress
 from client.state import ClientError, DeviceState, Paired, Role, default_state_path
 from client.stream import (
     Dispatcher,
@@ -58,6 +60,7 @@ def add_commands(commands: Subcommands) -> None:
     add_pair_command(commands)
     add_stream_commands(commands, phone_commands)
     add_answer_command(phone_commands)
+    add_file_commands(commands, phone_commands)
 
 
 # Building blocks for every client command.
@@ -411,6 +414,12 @@ def add_stream_commands(commands: Subcommands, phone_commands: Subcommands) -> N
         run=_tail,
     )
     _add_follow_options(tail)
+    tail.add_argument(
+        "--downloads",
+        type=Path,
+        metavar="DIR",
+        help="where received files are saved (default: Downloads beside the state file)",
+    )
     add_state_option(tail, "computer")
 
     run = command(
@@ -494,11 +503,39 @@ def _add_follow_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="with --once: the quiet time that counts as drained (default: %(default)g)",
     )
+    parser.add_argument(
+        "--decline-files",
+        action="store_true",
+        help="decline every file offered to this device instead of saving it",
+    )
 
 
 def _tail(args: argparse.Namespace) -> int:
     path = state_path(args, "computer")
-    return _follow(args, path, DeviceState.load(path), default_dispatcher(), Output(as_json=args.json))
+    state = DeviceState.load(path)
+    output = Output(as_json=args.json)
+    downloads = args.downloads.expanduser() if args.downloads is not None else path.parent / DOWNLOADS_DIR
+    dispatcher = default_dispatcher()
+    _receive_files(dispatcher, args, path, state, output, downloads)
+    return _follow(args, path, state, dispatcher, output)
+
+
+def _receive_files(
+    dispatcher: Dispatcher,
+    args: argparse.Namespace,
+    path: Path,
+    state: DeviceState,
+    output: Output,
+    downloads: Path,
+) -> None:
+    receiver = FileReceiver(
+        path, state, output, downloads, decline_all=args.decline_files, progress=_progress_bar
+    )
+    dispatcher.payloads[transfers.FILE_CTRL] = receiver.on_file_ctrl
+
+
+def _progress_bar(label: str, total: int) -> Progress:
+    return Progress(label, total, sys.stderr)
 
 
 def _phone_run(args: argparse.Namespace) -> int:
@@ -509,7 +546,9 @@ def _phone_run(args: argparse.Namespace) -> int:
     interactive = args.answer is None and _stdin_is_terminal()
     ops = PhoneOps(path, state, output, answer=args.answer, interactive=interactive, downloads=downloads)
     with ops:
-        return _follow(args, path, state, phone.run_dispatcher(path, ops), output)
+        dispatcher = phone.run_dispatcher(path, ops)
+        _receive_files(dispatcher, args, path, state, output, ops.downloads)
+        return _follow(args, path, state, dispatcher, output)
 
 
 def _stdin_is_terminal() -> bool:
@@ -602,6 +641,64 @@ class _Stopper:
             self._busy = False
         if self._requested:
             raise KeyboardInterrupt
+
+
+# relaybox send-file, relaybox cancel-file (and the phone's)
+
+
+def add_file_commands(commands: Subcommands, phone_commands: Subcommands) -> None:
+    places: tuple[tuple[Subcommands, Role], ...] = ((commands, "computer"), (phone_commands, "phone"))
+    for parent, role in places:
+        other = "phone" if role == "computer" else "computer"
+        send = command(
+            parent,
+            "send-file",
+            summary=f"send a file to a paired device, end-to-end encrypted (default: the {other})",
+            description="Encrypt PATH chunk by chunk (xchacha20poly1305-chunked-v1) for a paired device,\n"
+            "upload the chunks through presigned URLs and offer the file to it. The server stores\n"
+            "only ciphertext, deleted once the receiver has it (or after a day). `relaybox tail`\n"
+            "and `relaybox phone run` receive it into their downloads folder. Ctrl-C cancels.",
+            run=_send_file(role),
+        )
+        send.add_argument("file", type=Path, metavar="PATH", help="the file to send")
+        send.add_argument(
+            "--to", metavar="DEVICE", help="the device's id or name (default: the only paired one)"
+        )
+        add_state_option(send, role)
+
+        cancel = command(
+            parent,
+            "cancel-file",
+            summary="end a file transfer from either side (cancel as sender, decline as receiver)",
+            description="End a transfer: its chunks are deleted from the server and the other device is\n"
+            "told (`cancel` when this device sends the file, `decline` when it receives it).",
+            run=_cancel_file(role),
+        )
+        cancel.add_argument("transfer_id", metavar="TRANSFER_ID", help="the transfer's id (xfr_...)")
+        add_state_option(cancel, role)
+
+
+def _send_file(role: Role) -> Run:
+    def run(args: argparse.Namespace) -> int:
+        path = state_path(args, role)
+        file: Path = args.file.expanduser()
+        sent = transfers.send_file(
+            path, DeviceState.load(path, role=role), file, to=args.to, progress=_progress_bar
+        )
+        print(f"offered {file.name} ({sent.size} bytes) to {sent.peer_name} (transfer {sent.transfer_id})")
+        return 0
+
+    return run
+
+
+def _cancel_file(role: Role) -> Run:
+    def run(args: argparse.Namespace) -> int:
+        path = state_path(args, role)
+        action = transfers.cancel_transfer(path, DeviceState.load(path, role=role), args.transfer_id)
+        print(f"{'cancelled' if action == 'cancel' else 'declined'} {args.transfer_id}")
+        return 0
+
+    return run
 
 
 # relaybox phone answer

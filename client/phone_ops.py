@@ -446,13 +446,15 @@ def save_document(folder: Path, name: str, content: str) -> Path:
             handle.write(content.encode("utf-8", "replace"))
             handle.flush()
             os.fsync(handle.fileno())
-        return _place(temporary, folder, name)
+        return place_file(temporary, folder, name)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
 
 
-def _place(temporary: Path, folder: Path, name: str) -> Path:
+def place_file(temporary: Path, folder: Path, name: str) -> Path:
+    """Give the finished ``temporary`` file (in ``folder``) its name, or the first free numbered one,
+    never replacing an existing file; returns the final path."""
     for candidate in numbered_names(name, MAX_COPIES):
         target = folder / candidate
         try:

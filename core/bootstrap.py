@@ -8,10 +8,12 @@ from core.adapters.limits.base import RateLimiter
 from core.adapters.limits.memory import MemoryRateLimiter
 from core.adapters.push.base import PushSender
 from core.adapters.push.router import PushRouter
+from core.adapters.storage.base import ObjectStore
+from core.adapters.storage.local import LocalObjectStore
 from core.clock import Clock, SystemClock
 from core.context import Core
 from core.principal import Principal
-from core.server_keys import load_server_keys
+from core.server_keys import ServerKeys, load_server_keys
 from core.services.devices import forget_push_registration
 from core.settings import Settings
 from core.store import migrate
@@ -25,14 +27,16 @@ def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
     if settings.migrate_on_start:
         migrate.upgrade(engine)
     push = PushRouter(fcm=_fcm(settings), webpush=_webpush(settings))
+    keys = load_server_keys(settings)
     core = Core(
         settings=settings,
         engine=engine,
         clock=clock or SystemClock(),
-        keys=load_server_keys(settings),
+        keys=keys,
         limiter=_limiter(settings),
         fanout=_fanout(settings),
         push=push,
+        objects=_objects(settings, keys),
     )
 
     async def forget_registration(device_id: str) -> None:
@@ -81,3 +85,14 @@ def _webpush(settings: Settings) -> PushSender | None:
         settings.vapid_subject,
         timeout_s=settings.push_timeout_s,
     )
+
+
+def _objects(settings: Settings, keys: ServerKeys) -> ObjectStore:
+    """The S3-compatible bucket when one is configured, else the embedded store in a local folder."""
+    if settings.s3_bucket:
+        from core.adapters.storage.s3 import S3ObjectStore  # imported only when configured: an extra
+
+        return S3ObjectStore.from_settings(settings)
+    folder = settings.effective_file_store_dir
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return LocalObjectStore(folder, keys.derived_key("object-urls"), settings.base_url)

@@ -29,8 +29,18 @@ from core.adapters.fanout.base import Fanout
 from core.adapters.limits.base import RateLimiter
 from core.adapters.push.base import PushTarget
 from core.adapters.push.router import PushRouter
+from core.adapters.storage.base import ObjectStore
 from core.clock import Clock
-from core.events import Deferred, DeviceRevoked, EnvelopeQueued, Event, Published, PushRequested, device_topic
+from core.events import (
+    Deferred,
+    DeviceRevoked,
+    EnvelopeQueued,
+    Event,
+    Published,
+    PushRequested,
+    TransfersEnded,
+    device_topic,
+)
 from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
@@ -52,6 +62,7 @@ class Tx:
     keys: ServerKeys
     limiter: RateLimiter
     push_available: Callable[[PushTarget], bool]
+    objects: ObjectStore
     web_push_enabled: bool = False
     events: list[Event] = field(default_factory=list)
 
@@ -88,6 +99,7 @@ class Core:
         limiter: RateLimiter,
         fanout: Fanout,
         push: PushRouter,
+        objects: ObjectStore,
     ) -> None:
         self.settings = settings
         self.engine = engine
@@ -96,6 +108,7 @@ class Core:
         self.limiter = limiter
         self.fanout = fanout
         self.push = push
+        self.objects = objects
         self._tasks: TaskGroup | None = None
         self._open_streams: dict[str, int] = {}
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
@@ -240,6 +253,7 @@ class Core:
                 self.keys,
                 self.limiter,
                 self.push.can_reach,
+                self.objects,
                 web_push_enabled=self.push.webpush is not None,
             )
             result = op(tx, principal, *args, **kw)
@@ -259,6 +273,8 @@ class Core:
                 self.spawn(self._push, event)
             elif isinstance(event, Deferred):
                 self.spawn(self._deferred, event)
+            elif isinstance(event, TransfersEnded):
+                await self._delete_objects(event)  # inline: once a transfer is ended, its objects are gone
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run ``fn`` in the background, off the request path; without a running Core it runs inline."""
@@ -272,6 +288,13 @@ class Core:
             await self.run(event.op, Principal.system(), **event.kwargs)
         except Exception:
             log.exception("deferred bookkeeping failed", extra={"op": getattr(event.op, "__name__", "?")})
+
+    async def _delete_objects(self, event: TransfersEnded) -> None:
+        for transfer_id in event.transfer_ids:
+            try:
+                await anyio.to_thread.run_sync(self.objects.delete_transfer, transfer_id)
+            except Exception:
+                log.exception("deleting a transfer's objects failed", extra={"transfer_id": transfer_id})
 
     async def _push(self, event: PushRequested) -> None:
         try:

@@ -77,6 +77,18 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "content_too_large": ErrorSpec(413, "The document content is larger than 131072 bytes."),
     "phone_app_outdated": ErrorSpec(426, "The phone app is too old for this; nothing was sent."),
     "phone_app_unknown": ErrorSpec(428, "The phone never reported its app version; nothing was sent."),
+    # File transfer (broker and presigned object URLs).
+    "transfer_too_large": ErrorSpec(413, "The transfer is larger than this server accepts."),
+    "invalid_chunk_layout": ErrorSpec(
+        400, "chunk_size and size give more chunks, or larger ones, than allowed."
+    ),
+    "invalid_chunk_index": ErrorSpec(400, "A chunk index is outside the transfer."),
+    "storage_quota_exceeded": ErrorSpec(
+        409, "The account's open transfers already hold as many bytes as it may store."
+    ),
+    "invalid_signature": ErrorSpec(403, "The URL's signature is missing, forged or expired."),
+    "upload_too_large": ErrorSpec(413, "The upload is larger than the URL allows; nothing was stored."),
+    "upload_size_mismatch": ErrorSpec(400, "The upload is shorter than the URL's size; nothing was stored."),
     # Tokens and scopes.
     "invalid_scope": ErrorSpec(400, "That scope cannot be held by a sender token."),
     "invalid_priority": ErrorSpec(400, "priority must be one of min, low, default, high, urgent."),

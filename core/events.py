@@ -49,7 +49,15 @@ class Deferred:
     kwargs: dict[str, Any]
 
 
-Event = EnvelopeQueued | PushRequested | DeviceRevoked | Published | Deferred
+@dataclass(frozen=True, slots=True)
+class TransfersEnded:
+    """These transfers' rows are gone: delete their objects from the store (blocking I/O, off the
+    request path)."""
+
+    transfer_ids: tuple[str, ...]
+
+
+Event = EnvelopeQueued | PushRequested | DeviceRevoked | Published | Deferred | TransfersEnded
 
 
 def device_topic(device_id: str) -> str:

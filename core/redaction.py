@@ -1,5 +1,6 @@
 """Scrubbing secrets out of text that is about to be logged: sender tokens (in capability URLs
-or anywhere), device credentials, and the connector's OAuth codes and tokens."""
+or anywhere), device credentials, the connector's OAuth codes and tokens, and the signatures of
+presigned object URLs (each one a credential for its object until it expires)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ SECRET = re.compile(
     r"rf[kd]_(?:live|test)_[A-Za-z0-9]{32}|rbd_[A-Za-z0-9_-]{43}|rb[acr]_[A-Za-z0-9_-]{43,64}"
 )
 SEND_PATH = re.compile(r"(/v1/send/)[^/?#\s\"]+")
+URL_SIGNATURE = re.compile(r"([?&](?:signature|X-Amz-Signature|X-Amz-Credential)=)[^&#\s\"]+", re.IGNORECASE)
 REDACTED = "[redacted]"
 
 
 def redact(text: str) -> str:
-    """``text`` with every token-shaped secret and every ``/v1/send/<token>`` path segment replaced."""
+    """``text`` with every token-shaped secret, every ``/v1/send/<token>`` path segment and every
+    presigned URL's signature replaced."""
+    text = URL_SIGNATURE.sub(r"\1" + REDACTED, text)
     return SECRET.sub(REDACTED, SEND_PATH.sub(r"\1" + REDACTED, text))

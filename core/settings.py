@@ -78,6 +78,27 @@ class Settings(BaseSettings):
     documents_enabled: bool = False
     document_parking_s: int = Field(default=3600, ge=60, le=3600)
 
+    # File transfer: devices move encrypted chunks through presigned URLs. With no bucket the
+    # server stores them itself under file_store_dir (default: data_dir/objects).
+    file_store_dir: Path | None = Field(default=None, description="Embedded object store folder")
+    file_transfer_ttl_s: int = Field(default=86_400, ge=60, description="How long a transfer's objects live")
+    file_url_ttl_s: int = Field(default=900, ge=10, le=86_400, description="Lifetime of one presigned URL")
+    file_max_bytes: int = Field(
+        default=2 * 1024**3, ge=1, description="Largest transfer (ciphertext bytes, all chunks)"
+    )
+    file_chunk_max_bytes: int = Field(default=16 * 1024**2, ge=17, description="Largest chunk (ciphertext)")
+    file_max_chunks: int = Field(default=10_000, ge=1, description="Most chunks in one transfer")
+    file_quota_bytes: int = Field(
+        default=4 * 1024**3, ge=1, description="Per account: bytes of all open transfers together"
+    )
+    # S3-compatible object storage, used instead of the embedded store when a bucket is set.
+    s3_bucket: str | None = None
+    s3_endpoint_url: str | None = Field(default=None, description="e.g. https://s3.eu-west-1.amazonaws.com")
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    s3_prefix: str = Field(default="relaybox/", max_length=200, description="Key prefix inside the bucket")
+
     # The MCP connector's DNS-rebinding guard: Host and Origin values admitted besides public_url's.
     mcp_allowed_hosts: list[str] = Field(default_factory=list)
     mcp_allowed_origins: list[str] = Field(default_factory=list)
@@ -129,6 +150,10 @@ class Settings(BaseSettings):
     @property
     def base_url(self) -> str:
         return self.public_url or f"http://{self.host}:{self.port}"
+
+    @property
+    def effective_file_store_dir(self) -> Path:
+        return self.file_store_dir or self.data_dir / "objects"
 
     @property
     def effective_database_url(self) -> str:

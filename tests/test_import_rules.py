@@ -24,6 +24,8 @@ HOMES = {
     "firebase_admin": ("core/adapters/push/fcm.py",),
     "pywebpush": ("core/adapters/push/webpush.py",),
     "redis": ("core/adapters/limits/redis.py", "core/adapters/fanout/redis.py"),
+    "boto3": ("core/adapters/storage/s3.py",),
+    "botocore": ("core/adapters/storage/s3.py",),
     "sqlmodel": ("core/store/", "core/services/", "core/context.py", "oauth/"),
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from core.api import devices, grants, health, pairing, phone, pushover, relay, send, tokens
+from core.api import devices, grants, health, pairing, phone, pushover, relay, send, tokens, transfers
 from core.api.health import openapi_response
 from core.api.openapi import build_openapi
 from core.api.routing import Endpoint
@@ -20,12 +20,14 @@ BASE_ENDPOINTS: list[Endpoint] = [
     *relay.ENDPOINTS,
     *send.ENDPOINTS,
     *pushover.ENDPOINTS,
+    *transfers.ENDPOINTS,
 ]
 
 
 def endpoints(settings: Settings) -> list[Endpoint]:
-    """Every route the settings turn on (documents only when enabled: otherwise a plain 404)."""
-    return [*BASE_ENDPOINTS, *phone.endpoints(settings)]
+    """Every route the settings turn on (documents only when enabled: otherwise a plain 404; the
+    object routes only for the embedded store)."""
+    return [*BASE_ENDPOINTS, *phone.endpoints(settings), *transfers.object_endpoints(settings)]
 
 
 def api_routes(core: Core) -> list[BaseRoute]:

@@ -99,6 +99,13 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
             },
         }
 
+    elif "request_content_type" in endpoint.extra:  # a raw body the handler streams itself
+        raw = {"type": "string", "contentMediaType": endpoint.extra["request_content_type"]}
+        operation["requestBody"] = {
+            "required": True,
+            "content": {endpoint.extra["request_content_type"]: {"schema": raw}},
+        }
+
     responses: dict[str, Any] = {}
     success: dict[str, Any] = {"description": endpoint.summary}
     if "content_type" in endpoint.extra:

@@ -60,6 +60,17 @@ def sanitize_filename(raw: str) -> str:
 
     Raises ``UnsafeFilenameError`` for anything that cannot be made safe.
     """
+    name = plain_name(raw)
+    stem, dot, extension = name.rpartition(".")
+    suffix = f".{extension.lower()}" if dot else ""
+    if not stem or suffix in NEVER or suffix not in ALLOWED_EXTENSIONS:
+        raise UnsafeFilenameError("the extension is not one of the allowed plain-text and code types")
+    return name
+
+
+def plain_name(raw: str) -> str:
+    """A name that is safe as one entry of a folder, of any type (files sent between one's own
+    devices): path separators, control characters and leading dots stripped, length checked."""
     if not isinstance(raw, str) or len(raw) > RAW_MAX_CHARS:
         raise UnsafeFilenameError(f"a filename is at most {RAW_MAX_CHARS} characters")
     name = "".join(ch for ch in raw if ch not in "/\\" and unicodedata.category(ch)[0] != "C").strip()
@@ -69,8 +80,4 @@ def sanitize_filename(raw: str) -> str:
         raise UnsafeFilenameError("nothing is left of the filename once made safe")
     if len(name) > SANITIZED_MAX_CHARS:
         raise UnsafeFilenameError(f"a filename is at most {SANITIZED_MAX_CHARS} characters once made safe")
-    stem, dot, extension = name.rpartition(".")
-    suffix = f".{extension.lower()}" if dot else ""
-    if not stem or suffix in NEVER or suffix not in ALLOWED_EXTENSIONS:
-        raise UnsafeFilenameError("the extension is not one of the allowed plain-text and code types")
     return name

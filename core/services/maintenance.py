@@ -10,6 +10,7 @@ from sqlmodel import col
 from core.context import Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
+from core.services.transfers import expire_transfers
 from core.store.tables import (
     ConnectorGrant,
     ConsentSession,
@@ -31,8 +32,8 @@ class SweepOut(BaseModel):
 
 def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
     """Remove expired pairing codes and results, consent sessions, queued envelopes, registration
-    challenges, and revocation audit rows (sender tokens, connector grants with their tokens)
-    older than the retention (30 days by default)."""
+    challenges, file transfers (with their objects), and revocation audit rows (sender tokens,
+    connector grants with their tokens) older than the retention (30 days by default)."""
     if principal.kind is not PrincipalKind.SYSTEM:
         raise RelayError("forbidden")
     now = tx.now()
@@ -61,4 +62,5 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
     removed = {
         name: int(getattr(tx.session.execute(stmt), "rowcount", 0)) for name, stmt in statements.items()
     }
+    removed["file_transfers"] = expire_transfers(tx)  # their objects are deleted after commit
     return SweepOut(removed=removed)

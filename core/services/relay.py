@@ -81,7 +81,7 @@ def relay_envelope(tx: Tx, principal: Principal, *, body: EnvelopeCreate) -> Env
         if not tx.settings.sms_enabled:
             raise RelayError("feature_disabled", "SMS relaying is turned off on this server.")
     blob = _decode_blob(body.blob, tx.settings.max_envelope_bytes)
-    recipient = _paired_recipient(tx, sender, body.to)
+    recipient = paired_recipient(tx, sender, body.to)
     ttl = max(0, min(body.ttl if body.ttl is not None else QUEUE_LIFETIME_S, QUEUE_LIFETIME_S))
     msg_id = new_prefixed_id("msg")
     seq = enqueue(tx, recipient.device_id, sender=sender.device_id, type=body.type, blob=blob, ttl_s=ttl)
@@ -126,7 +126,7 @@ def _decode_blob(text: str, limit: int) -> bytes:
     return blob
 
 
-def _paired_recipient(tx: Tx, sender: Device, recipient_id: str) -> Device:
+def paired_recipient(tx: Tx, sender: Device, recipient_id: str) -> Device:
     """The recipient, if a pair joins it to the sender; otherwise 404 (existence is not confirmed)."""
     pair = tx.session.exec(
         select(Pair).where(

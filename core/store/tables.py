@@ -7,7 +7,7 @@ codes as an HMAC under the server key (a six-digit code's plain hash would be tr
 
 from __future__ import annotations
 
-from sqlalchemy import Column, LargeBinary, UniqueConstraint
+from sqlalchemy import BigInteger, Column, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -206,3 +206,22 @@ class ConnectorGrant(SQLModel, table=True):
     created_at: int
     last_used_at: int | None = None
     revoked_at: int | None = Field(default=None, index=True)
+
+
+class FileTransfer(SQLModel, table=True):
+    """A file on its way between two paired devices. The server knows only the chunk layout and
+    who may read and write it; name, content and keys travel inside ``file_ctrl`` envelopes. Its
+    objects (``<transfer_id>/<index>``) are deleted with the row: on cancel, decline, completion
+    or expiry."""
+
+    __tablename__ = "file_transfers"
+
+    transfer_id: str = Field(primary_key=True, max_length=40)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    sender_device_id: str = Field(max_length=36)
+    recipient_device_id: str = Field(max_length=36)
+    size: int = Field(sa_type=BigInteger)  # ciphertext bytes of all chunks; counts against the quota
+    chunk_size: int  # ciphertext bytes of every chunk but the last
+    chunk_count: int
+    created_at: int
+    expires_at: int = Field(index=True)

@@ -16,6 +16,16 @@ def test_the_path_alias_is_redacted_whatever_the_token_looks_like() -> None:
     assert redact("/v1/send/anything?x=1") == "/v1/send/[redacted]?x=1"
 
 
+def test_presigned_url_signatures_are_redacted() -> None:
+    line = 'PUT /v1/objects/xfr_0/1?size=5&expires=9&signature=AbC-_1 HTTP/1.1" 200'
+    assert redact(line) == 'PUT /v1/objects/xfr_0/1?size=5&expires=9&signature=[redacted] HTTP/1.1" 200'
+    s3 = "https://b.s3.example/k?X-Amz-Credential=AKIA%2Fx&X-Amz-Signature=abc123&X-Amz-Expires=60"
+    assert (
+        redact(s3)
+        == "https://b.s3.example/k?X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]&X-Amz-Expires=60"
+    )
+
+
 def test_token_shaped_secrets_are_redacted_anywhere() -> None:
     token, credential = new_sender_token(), new_device_credential()
     text = redact(f"saw {token} and {credential} in a message")

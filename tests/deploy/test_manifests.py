@@ -345,8 +345,8 @@ def test_the_dockerfile_builds_a_slim_non_root_image_with_a_healthcheck() -> Non
     [command] = [exec_form(a) for k, a in instructions if k == "CMD"]
     assert entrypoint + command == ["relaybox", "serve", "--host", "0.0.0.0"]  # noqa: S104
     [install] = [a for k, a in instructions if k == "RUN" and "pip install" in a]
-    extras = re.search(r"\.\[([a-z,]+)\]", install)
-    assert extras and set(extras[1].split(",")) == {"postgres", "redis", "fcm", "webpush"}
+    extras = re.search(r"\.\[([a-z0-9,]+)\]", install)
+    assert extras and set(extras[1].split(",")) == {"postgres", "redis", "fcm", "webpush", "s3"}
 
 
 def test_the_dockerfile_copies_what_exists_and_the_ignore_file_lets_it_through() -> None:
