@@ -120,6 +120,14 @@ def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
             return await endpoint(request)
         except MalformedRequestError as exc:
             return oauth_error(exc.error, exc.description, exc.status)
+        except RelayError as exc:
+            if exc.code != "unavailable":
+                raise
+            if page:
+                return error_page(503, "Briefly unavailable", "Please try again in a moment.")
+            unavailable = oauth_error("temporarily_unavailable", exc.message, 503)
+            unavailable.headers.update(exc.headers)
+            return unavailable
         except Exception:
             request_id = secrets.token_hex(8)
             log.exception("oauth endpoint failed (request id %s)", request_id)
