@@ -22,7 +22,7 @@ from core.domain.envelope import open_envelope, seal
 from core.settings import Settings
 from core.store.tables import QueuedEnvelope
 from tests.fakes.fcm_server import INTERNAL, UNREGISTERED, FakeFcm, make_service_account
-from tests.fakes.webpush_server import FakeWebPushService
+from tests.fakes.webpush_server import FakeWebPushService, new_vapid_private_key
 from tests.helpers import FakeDevice, error_code, pair_computer, register_phone
 
 T = TypeVar("T")
@@ -48,7 +48,7 @@ def push_core(settings: Settings, clock: ManualClock, fcm: FakeFcm, tmp_path: Pa
         update={
             "fcm_credentials_file": credentials,
             "fcm_url": fcm.origin,
-            "vapid_private_key": _vapid_key(),
+            "vapid_private_key": new_vapid_private_key(),
             "push_timeout_s": 2.0,
         }
     )
@@ -61,15 +61,6 @@ def push_core(settings: Settings, clock: ManualClock, fcm: FakeFcm, tmp_path: Pa
 def http(push_core: Core) -> Iterator[TestClient]:
     with TestClient(create_app(core=push_core)) as client:
         yield client
-
-
-def _vapid_key() -> Any:
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
-    from pydantic import SecretStr
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    return SecretStr(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode())
 
 
 def messages_to(fcm: FakeFcm, token: str) -> list[dict[str, Any]]:
