@@ -199,10 +199,11 @@ class Cli:
 class RelayboxServer:
     """``relaybox serve --port 0`` in its own data folder, stopped with SIGTERM (then SIGKILL).
 
-    ``env``: extra variables for the server (settings such as ``RELAYBOX_DOCUMENTS_ENABLED``).
+    ``env``: extra variables for the server (settings such as ``RELAYBOX_DOCUMENTS_ENABLED``);
+    ``port``: a fixed port (a restarted server keeps its clients' URL), else any free one.
     """
 
-    def __init__(self, workdir: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, env: Mapping[str, str] | None = None, *, port: int = 0) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = workdir / "server.stderr"
         self.url = ""
@@ -214,7 +215,7 @@ class RelayboxServer:
                     "--host",
                     "127.0.0.1",
                     "--port",
-                    "0",
+                    str(port),
                     "--data-dir",
                     str(workdir / "data"),
                 ],
