@@ -1,8 +1,9 @@
-"""Privacy and secrets, proven on a real server run (SQLite with text logs; PostgreSQL and Redis with
-JSON logs): marked content goes through every route and tool that carries content and reaches the
-devices, yet no marker is in the database files, a ``pg_dump``, Redis or any log line; and no
-credential the run used (sender token, device credentials, OAuth code and tokens, the server key)
-is in any log line. Canaries the server does store or log prove each source is really read."""
+"""Privacy and secrets, proven on a real server run (SQLite with text logs; PostgreSQL and Redis
+with JSON logs; both at the debug level): marked content goes through every route and tool that
+carries content and reaches the devices, yet no marker is in the database files, a ``pg_dump``,
+Redis or any log line; and no credential the run used (sender token, device credentials, OAuth code
+and tokens, the server key) is in any log line. Canaries the server does store or log prove each
+source is really read."""
 
 from __future__ import annotations
 
@@ -73,11 +74,12 @@ def finished(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     backend: str = request.param
     workdir = tmp_path_factory.mktemp(backend.replace("+", "_"))
     if backend == "sqlite":
-        yield _serve_and_run(backend, workdir, {"RELAYBOX_LOG_FORMAT": "text"})
+        yield _serve_and_run(backend, workdir, {"RELAYBOX_LOG_FORMAT": "text", "RELAYBOX_LOG_LEVEL": "debug"})
         return
     with fresh_postgres_database() as database_url, PrivateRedis() as redis_server:
         env = {
             "RELAYBOX_LOG_FORMAT": "json",
+            "RELAYBOX_LOG_LEVEL": "debug",
             "RELAYBOX_DATABASE_URL": database_url,
             "RELAYBOX_REDIS_URL": redis_server.url,
         }
