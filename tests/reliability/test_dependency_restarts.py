@@ -114,7 +114,9 @@ def test_postgres_and_redis_restarts_under_load_lose_nothing_and_never_500(
                     poll = LongPoll(url, account, pending_id)
                     eventually(lambda: gauge(http, "relaybox_waiting_polls") >= 1, 10, "the long poll waits")
                     redis_server.kill()
+                    accepted_before = len(load.accepted)
                     time.sleep(1.5)
+                    accepted_without_redis = len(load.accepted) - accepted_before
                     redis_server.start()
                     redis_recovery = wait_ready(http)
                     time.sleep(1.0)  # the fan-out's reconnect backoff
@@ -135,10 +137,11 @@ def test_postgres_and_redis_restarts_under_load_lose_nothing_and_never_500(
     assert during_postgres > 0, "no request met the PostgreSQL outage"
     assert set(load.last_statuses) <= {200, 202}, load.last_statuses
     assert woken_after < 3.0, woken_after
+    assert accepted_without_redis > 0, "no envelope was accepted while Redis was down"
     assert TRACEBACK not in server.stderr(), server.stderr()
     summary(
         f"faults[PostgreSQL and Redis restarts]: {sum(statuses.values())} requests {statuses}, "
         f"0 hangs, 0 500s; ready {postgres_recovery:.1f} s / {redis_recovery:.1f} s after each restart; "
-        f"{len(load.accepted)} accepted envelopes all delivered; "
+        f"{len(load.accepted)} accepted envelopes ({accepted_without_redis} without Redis) all delivered; "
         f"long poll woke {woken_after:.2f} s after the answer"
     )
