@@ -51,10 +51,19 @@ def test_a_database_that_refuses_connections_answers_503_unavailable(
             "/oauth/register", json={"redirect_uris": ["http://127.0.0.1/cb"]}
         )
         ready = app_on_a_dead_database.get("/readyz")
+        mcp = app_on_a_dead_database.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={
+                "Authorization": "Bearer rba_" + "a" * 43,
+                "Accept": "application/json, text/event-stream",
+            },
+        )
     assert sent.status_code == 503 and error_code(sent) == "unavailable", sent.text
     assert sent.headers["retry-after"] == "2"
     assert shim.status_code == 503 and shim.json()["status"] == 0, shim.text
     assert registered.status_code == 503 and registered.json()["error"] == "temporarily_unavailable"
+    assert mcp.status_code == 503 and error_code(mcp) == "unavailable", mcp.text  # the token check
     assert ready.status_code == 503 and ready.json()["checks"]["database"] != "ok"
     assert "Traceback" not in caplog.text and "internal_error" not in caplog.text
     assert any("database unavailable" in record.getMessage() for record in caplog.records)
