@@ -17,11 +17,13 @@ import pytest
 
 from tests.e2e.conftest import TRACEBACK, RelayboxServer
 from tests.reliability.instances import PrivatePostgres, PrivateRedis
-from tests.reliability.test_sigkill import LongPoll, answer, ask
 from tests.reliability.traffic import (
     FAST_KEEPALIVE_ENV,
     Account,
     Follower,
+    LongPoll,
+    answer,
+    ask,
     eventually,
     gauge,
     make_account,

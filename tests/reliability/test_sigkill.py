@@ -6,7 +6,6 @@ be answered and polled."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -19,8 +18,10 @@ from tests.e2e.conftest import TRACEBACK, RelayboxServer
 from tests.reliability.instances import PrivateRedis, free_port
 from tests.reliability.traffic import (
     FAST_KEEPALIVE_ENV,
-    Account,
     Follower,
+    LongPoll,
+    answer,
+    ask,
     eventually,
     gauge,
     make_account,
@@ -38,46 +39,6 @@ def backend_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
         return
     with fresh_postgres_database() as database_url, PrivateRedis() as redis_server:
         yield {"RELAYBOX_DATABASE_URL": database_url, "RELAYBOX_REDIS_URL": redis_server.url}
-
-
-class LongPoll:
-    """``GET /v1/interactions/{id}?wait=30`` in a thread: its response, or the error it ended with."""
-
-    def __init__(self, url: str, account: Account, interaction_id: str) -> None:
-        self.outcome: httpx.Response | Exception | None = None
-        self.ended_at = 0.0
-
-        def poll() -> None:
-            with httpx.Client(base_url=url, timeout=40, trust_env=False) as http:
-                try:
-                    self.outcome = http.get(
-                        f"/v1/interactions/{interaction_id}", params={"wait": 30}, headers=account.token_auth
-                    )
-                except httpx.HTTPError as error:
-                    self.outcome = error
-            self.ended_at = time.monotonic()
-
-        self.thread = threading.Thread(target=poll, daemon=True)
-        self.thread.start()
-
-    def result(self, timeout: float) -> httpx.Response | Exception:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"the long poll still hangs after {timeout} s"
-        assert self.outcome is not None
-        return self.outcome
-
-
-def ask(http: httpx.Client, account: Account, question: str) -> str:
-    response = http.post("/v1/interactions", json={"question": question}, headers=account.token_auth)
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
-
-
-def answer(http: httpx.Client, account: Account, interaction_id: str, choice: int) -> None:
-    response = http.post(
-        f"/v1/interactions/{interaction_id}/answer", json={"choice_index": choice}, headers=account.phone.auth
-    )
-    assert response.status_code == 200, response.text
 
 
 def test_a_replica_killed_mid_traffic_loses_nothing_it_accepted(

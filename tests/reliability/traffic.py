@@ -1,7 +1,7 @@
 """Traffic against a real server for the fault and load checks: an account (a phone, a paired
-computer, a sender token), relayed envelopes, the server's gauges, and a device following its
-stream with the reference client (``client.stream.SyncFollower``: it reconnects with
-``Last-Event-ID`` after any drop, as a real device does)."""
+computer, a sender token), relayed envelopes, questions and their long polls, the server's gauges,
+and a device following its stream with the reference client (``client.stream.SyncFollower``: it
+reconnects with ``Last-Event-ID`` after any drop, as a real device does)."""
 
 from __future__ import annotations
 
@@ -121,3 +121,43 @@ class Follower:
         self._stop.set()
         self._follower.close()
         self._thread.join(15)
+
+
+class LongPoll:
+    """``GET /v1/interactions/{id}?wait=30`` in a thread: its response, or the error it ended with."""
+
+    def __init__(self, url: str, account: Account, interaction_id: str) -> None:
+        self.outcome: httpx.Response | Exception | None = None
+        self.ended_at = 0.0
+
+        def poll() -> None:
+            with httpx.Client(base_url=url, timeout=40, trust_env=False) as http:
+                try:
+                    self.outcome = http.get(
+                        f"/v1/interactions/{interaction_id}", params={"wait": 30}, headers=account.token_auth
+                    )
+                except httpx.HTTPError as error:
+                    self.outcome = error
+            self.ended_at = time.monotonic()
+
+        self.thread = threading.Thread(target=poll, daemon=True)
+        self.thread.start()
+
+    def result(self, timeout: float) -> httpx.Response | Exception:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the long poll still hangs after {timeout} s"
+        assert self.outcome is not None
+        return self.outcome
+
+
+def ask(http: httpx.Client, account: Account, question: str) -> str:
+    response = http.post("/v1/interactions", json={"question": question}, headers=account.token_auth)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def answer(http: httpx.Client, account: Account, interaction_id: str, choice: int) -> None:
+    response = http.post(
+        f"/v1/interactions/{interaction_id}/answer", json={"choice_index": choice}, headers=account.phone.auth
+    )
+    assert response.status_code == 200, response.text
