@@ -1,10 +1,11 @@
 """One end-to-end run that carries marked content through every route and tool that takes content,
 against a real ``relaybox serve``, and keeps every credential the run used.
 
-Each content-carrying door is one ``Door`` in ``REST_DOORS`` or ``TOOL_DOORS``: it sends fresh
-markers in every content field and says which of them must reach the phone (the proof that the
-content really went through the server). A new door (file transfer, say) is one more function
-appended to its list. The privacy test then looks for the markers where the server keeps bytes;
+Each content-carrying door is a function in ``REST_DOORS`` or ``TOOL_DOORS``, listed with the
+operations or tools it covers: it sends fresh markers in every content field and says which of them
+must reach a device (the proof that the content really went through the server). A new route or
+tool (file transfer, say) is one more function and one more entry; until then the coverage check
+fails for it. The privacy test then looks for the markers where the server keeps bytes;
 the secrets test looks for the credentials in the logs.
 """
 
@@ -171,16 +172,30 @@ def relayed_envelopes(c: Caller) -> None:
 
 
 Door = Callable[[Caller], None]
-REST_DOORS: list[Door] = [
-    send_json,
-    send_path_token,
-    pushover_shim,
-    reminders,
-    interactions,
-    ring,
-    documents_refused_to_a_sender_token,
-    relayed_envelopes,
+# Each door with the operations ("METHOD /path" as in /openapi.json) it sends content through.
+REST_DOORS: list[tuple[Door, tuple[str, ...]]] = [
+    (send_json, ("POST /v1/send",)),
+    (send_path_token, ("POST /v1/send/{token}",)),
+    (pushover_shim, ("POST /v1/messages.json",)),
+    (reminders, ("POST /v1/reminders", "DELETE /v1/reminders/{reminder_id}")),
+    (interactions, ("POST /v1/interactions",)),
+    (ring, ("POST /v1/devices/{device_id}/ring",)),
+    (documents_refused_to_a_sender_token, ("POST /v1/documents",)),
+    (relayed_envelopes, ("POST /v1/envelopes",)),
 ]
+# Operations that take a body but no caller content: what they carry is kept by design (keys,
+# names, labels, status) or is a secret the secrets check looks for.
+WITHOUT_CONTENT: dict[str, str] = {
+    "POST /v1/devices": "a device's public key, name and push registration",
+    "PATCH /v1/devices/me": "a device's push registration, name and app build",
+    "POST /v1/devices/me/push-registration": "the echo of a registration challenge",
+    "POST /v1/devices/me/status": "battery, charging, ringer and network",
+    "POST /v1/pair/init": "a public key and a device name",
+    "POST /v1/pair/confirm": "a pairing code and a public key",
+    "POST /v1/tokens": "a sender token's label, scope and priority cap",
+    "POST /v1/users/validate.json": "a sender token and a Pushover user key",
+    "POST /v1/interactions/{interaction_id}/answer": "a choice index",
+}
 
 # -- MCP tools -------------------------------------------------------------------------------------
 
@@ -236,12 +251,12 @@ async def tool_ring_and_list(client: Client, _m: Markers) -> None:
 
 
 ToolDoor = Callable[[Client, Markers], Awaitable[None]]
-TOOL_DOORS: list[ToolDoor] = [
-    tool_send_notification,
-    tool_reminders,
-    tool_approval,
-    tool_send_file,
-    tool_ring_and_list,
+TOOL_DOORS: list[tuple[ToolDoor, tuple[str, ...]]] = [
+    (tool_send_notification, ("send_notification",)),
+    (tool_reminders, ("remind_me", "cancel_reminder")),
+    (tool_approval, ("request_approval", "check_reply")),
+    (tool_send_file, ("send_file",)),
+    (tool_ring_and_list, ("find_my_phone", "list_devices")),
 ]
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -285,7 +300,7 @@ def run_everything(server_url: str, cli: Cli, workdir: Path) -> ContentRun:
     ) as http:
         wait_for_stream(http, phone)
         caller = Caller(http, token, phone_state["device_id"], cli, run.markers)
-        for door in REST_DOORS:
+        for door, _routes in REST_DOORS:
             door(caller)
         anyio.run(_through_the_connector, server_url, cli, run)
         refreshed = _refresh_once(http, run)
@@ -311,8 +326,8 @@ async def _through_the_connector(server_url: str, cli: Cli, run: ContentRun) -> 
             Client(streamable_http_client(f"{server_url}/mcp", http_client=http)) as client,
         ):
             with anyio.fail_after(120):
-                for door in TOOL_DOORS:
-                    await door(client, run.markers)
+                for tool_door, _tools in TOOL_DOORS:
+                    await tool_door(client, run.markers)
     assert storage.tokens is not None and storage.client_info is not None
     codes = [parse_qs(urlsplit(location).query).get("code", [""])[0] for location in browser.locations]
     assert codes and all(codes), browser.locations

@@ -15,10 +15,22 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
+from connector.app import create_app
+from connector.tools import TOOL_SCOPES
+from core.bootstrap import build_core
+from core.settings import explicit_settings
 from tests.e2e.conftest import TRACEBACK, Cli, RelayboxServer
 from tests.helpers import register_phone
-from tests.reliability.content_run import SERVER_ENV, ContentRun, run_everything
+from tests.reliability.content_run import (
+    REST_DOORS,
+    SERVER_ENV,
+    TOOL_DOORS,
+    WITHOUT_CONTENT,
+    ContentRun,
+    run_everything,
+)
 from tests.reliability.instances import PrivateRedis
 from tests.reliability.scan import Sources, markers_found, postgres_dump, redis_contents, sqlite_files
 from tests.services import fresh_postgres_database
@@ -123,3 +135,22 @@ def test_the_scan_reads_what_the_server_stores_and_logs(finished: Finished) -> N
     are found, in the stored bytes and in the log respectively."""
     assert markers_found(finished.stored, [finished.stored_canary]), "the stored canary was not found"
     assert markers_found(finished.logs, [finished.logged_canary]), "the logged canary was not found"
+
+
+def test_every_operation_and_tool_is_a_door_or_carries_no_content(tmp_path: Path) -> None:
+    """A route or tool added later (file transfer, say) fails here until the privacy run sends
+    markers through it (``REST_DOORS``, ``TOOL_DOORS``) or it is listed as taking no content."""
+    core = build_core(explicit_settings(data_dir=tmp_path, documents_enabled=True))
+    with TestClient(create_app(core=core)) as client:
+        document = client.get("/openapi.json").json()
+    core.engine.dispose()
+    every = {
+        (f"{method.upper()} {path}", "requestBody" in operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    }
+    taking_input = {name for name, has_body in every if has_body or not name.startswith(("GET", "DELETE"))}
+    covered = {route for _door, routes in REST_DOORS for route in routes}
+    assert taking_input - covered - set(WITHOUT_CONTENT) == set()
+    assert covered | set(WITHOUT_CONTENT) <= {name for name, _ in every}  # no stale names
+    assert {tool for _door, tools in TOOL_DOORS for tool in tools} == set(TOOL_SCOPES)
