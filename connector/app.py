@@ -73,6 +73,9 @@ async def _sweep_forever(core: Core) -> None:
         for sweep in (sweep_expired, sweep_oauth):
             try:
                 await core.run(sweep, Principal.system())
+            except RelayError as error:
+                if error.code != "unavailable":  # already logged, once, as a warning
+                    log.exception("expiry sweep failed; retrying next interval")
             except Exception:
                 log.exception("expiry sweep failed; retrying next interval")
         await anyio.sleep(SWEEP_INTERVAL_S)

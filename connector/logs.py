@@ -123,9 +123,12 @@ def _plain(value: Any) -> Any:
     return redact(str(value))
 
 
-def log_config(log_format: Literal["text", "json"] = "text") -> dict[str, Any]:
+def log_config(
+    log_format: Literal["text", "json"] = "text", level: Literal["debug", "info", "warning"] = "info"
+) -> dict[str, Any]:
     """uvicorn's log configuration with the redaction filter on every handler; ``json`` writes
-    every logger (uvicorn's, relaybox's, and warnings of any other) as JSON lines on stdout."""
+    every logger (uvicorn's, relaybox's, and warnings of any other) as JSON lines on stdout.
+    ``level`` applies to relaybox's loggers (uvicorn's is set by ``uvicorn.Config``)."""
     from uvicorn.config import LOGGING_CONFIG
 
     config: dict[str, Any] = {**LOGGING_CONFIG}
@@ -141,7 +144,7 @@ def log_config(log_format: Literal["text", "json"] = "text") -> dict[str, Any]:
         }
     config["loggers"] = {
         **LOGGING_CONFIG["loggers"],
-        "relaybox": {"handlers": ["default"], "level": "INFO", "propagate": False},
+        "relaybox": {"handlers": ["default"], "level": level.upper(), "propagate": False},
     }
     config["root"] = {"handlers": ["default"], "level": "WARNING"}  # other libraries: redacted too
     return config

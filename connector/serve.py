@@ -33,8 +33,8 @@ def serve(settings: Settings) -> int:
     core: Core = app.state.core
     config = uvicorn.Config(
         app,
-        log_level="info",
-        log_config=log_config(settings.log_format),
+        log_level=settings.log_level,
+        log_config=log_config(settings.log_format, settings.log_level),
         access_log=True,
         proxy_headers=True,  # X-Forwarded-Proto/-For, from the proxies listed in forwarded_allow_ips only
         forwarded_allow_ips=settings.forwarded_allow_ips,

@@ -30,6 +30,7 @@ from core.adapters.limits.base import RateLimiter
 from core.adapters.push.base import PushTarget
 from core.adapters.push.router import PushRouter
 from core.adapters.storage.base import ObjectStore
+from core.availability import as_unavailable
 from core.clock import Clock
 from core.events import (
     Deferred,
@@ -222,11 +223,18 @@ class Core:
     async def run(self, op: SyncOp[P, T], principal: Principal, /, *args: P.args, **kw: P.kwargs) -> T: ...
 
     async def run(self, op: Any, principal: Principal, /, *args: Any, **kw: Any) -> Any:
-        if inspect.iscoroutinefunction(op):
-            return await op(self, principal, *args, **kw)
-        result, events = await anyio.to_thread.run_sync(
-            functools.partial(self._run_in_transaction, op, principal, args, kw)
-        )
+        """Run ``op``; a dependency that does not answer becomes 503 ``unavailable`` for every door."""
+        try:
+            if inspect.iscoroutinefunction(op):
+                return await op(self, principal, *args, **kw)
+            result, events = await anyio.to_thread.run_sync(
+                functools.partial(self._run_in_transaction, op, principal, args, kw)
+            )
+        except Exception as error:
+            unavailable = as_unavailable(error)
+            if unavailable is None:
+                raise
+            raise unavailable from error
         await self._after_commit(events)
         return result
 

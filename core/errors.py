@@ -101,6 +101,8 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "no_phone_device": ErrorSpec(409, "The account has no paired phone."),
     # Limits.
     "rate_limit_exceeded": ErrorSpec(429, "Rate limit exceeded."),
+    # A dependency (database, Redis) is not answering: try again shortly (core.availability).
+    "unavailable": ErrorSpec(503, "The service is briefly unavailable; try again shortly."),
     # Anything unexpected.
     "internal_error": ErrorSpec(500, "Something went wrong on our side."),
 }

@@ -27,6 +27,10 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         default="text", description="`relaybox serve` logs: text for a terminal, json (one object a line)"
     )
+    log_level: Literal["debug", "info", "warning"] = Field(
+        default="info",
+        description="`relaybox serve`: how much relaybox and uvicorn log (other libraries: warnings)",
+    )
 
     # Storage. Empty database_url = SQLite file in data_dir.
     data_dir: Path = Path(".relaybox")

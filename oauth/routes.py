@@ -113,14 +113,21 @@ class TokenEndpoints:
 
 
 def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
-    """Malformed input is a 400, an unexpected failure a logged 500; never a traceback or /v1 shape."""
+    """Malformed input is a 400, a dependency outage a 503, an unexpected failure a logged 500; never
+    a traceback or the /v1 error shape."""
 
     async def serve(request: Request) -> Response:
         try:
             return await endpoint(request)
         except MalformedRequestError as exc:
             return oauth_error(exc.error, exc.description, exc.status)
-        except Exception:
+        except Exception as exc:
+            if isinstance(exc, RelayError) and exc.code == "unavailable":  # already logged
+                if page:
+                    return error_page(503, "Briefly unavailable", "Please try again in a moment.")
+                unavailable = oauth_error("temporarily_unavailable", exc.message, 503)
+                unavailable.headers.update(exc.headers)
+                return unavailable
             request_id = secrets.token_hex(8)
             log.exception("oauth endpoint failed (request id %s)", request_id)
             if page:

@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from core.availability import as_unavailable
 from core.errors import CATALOGUE, RelayError
 
 log = logging.getLogger("relaybox.api")
@@ -44,6 +45,9 @@ async def http_error_handler(_request: Request, exc: Exception) -> Response:
 
 
 async def unexpected_error_handler(_request: Request, exc: Exception) -> Response:
+    unavailable = as_unavailable(exc)  # a dependency down outside an operation (Core.run maps its own)
+    if unavailable is not None:
+        return render(unavailable)
     request_id = secrets.token_hex(8)
     log.error("unexpected error (request id %s): %s", request_id, type(exc).__name__, exc_info=exc)
     spec = CATALOGUE["internal_error"]

@@ -126,6 +126,8 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
     for code in dict.fromkeys(codes):
         by_status.setdefault(CATALOGUE[code].status, []).append(code)
     by_status.setdefault(500, []).append("internal_error")
+    if endpoint.tag != "health":  # anything that touches the database or Redis (core.availability)
+        by_status.setdefault(503, []).append("unavailable")
     for status, group in sorted(by_status.items()):
         flat = all(CATALOGUE[code].flat for code in group)
         ref = refs[(FlatErrorBody if flat else ErrorBody, "serialization")]

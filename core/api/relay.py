@@ -43,19 +43,27 @@ def replay_point(since_id: str | None, last_event_id: str | None) -> int:
 
 async def sse_frames(items: AsyncIterator[relay.QueueItem | LivePush | str]) -> AsyncIterator[str]:
     yield ": relaybox stream\n\n"
-    async for item in items:
-        if isinstance(item, LivePush):
-            yield f"event: push\ndata: {json.dumps(item.data, separators=(',', ':'))}\n\n"
-            continue
-        if item == KEEPALIVE or not isinstance(item, relay.QueueItem):
-            yield ": keep-alive\n\n"
-            continue
-        event = EVENT_NAMES.get(item.type, "envelope")
-        if item.type == "push":
-            data = json.dumps({"seq": item.seq, **json.loads(item.blob)}, separators=(",", ":"))
-        else:
-            data = item.model_dump_json(by_alias=True)
-        yield f"id: {item.seq}\nevent: {event}\ndata: {data}\n\n"
+    try:
+        async for item in items:
+            yield _frame(item)
+    except RelayError as error:
+        if error.code != "unavailable":
+            raise
+        # The database or Redis went away mid-stream (already logged): end the response cleanly;
+        # the device reconnects with Last-Event-ID and resumes once it is back.
+
+
+def _frame(item: relay.QueueItem | LivePush | str) -> str:
+    if isinstance(item, LivePush):
+        return f"event: push\ndata: {json.dumps(item.data, separators=(',', ':'))}\n\n"
+    if item == KEEPALIVE or not isinstance(item, relay.QueueItem):
+        return ": keep-alive\n\n"
+    event = EVENT_NAMES.get(item.type, "envelope")
+    if item.type == "push":
+        data = json.dumps({"seq": item.seq, **json.loads(item.blob)}, separators=(",", ":"))
+    else:
+        data = item.model_dump_json(by_alias=True)
+    return f"id: {item.seq}\nevent: {event}\ndata: {data}\n\n"
 
 
 SINCE_ID = {

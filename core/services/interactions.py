@@ -143,11 +143,20 @@ async def poll_interaction(
     wait = max(0, min(wait, WAIT_MAX_S))
     async with core.fanout.subscribe(answered_topic(interaction_id)) as answered:
         current = await core.run(get_interaction, principal, interaction_id=interaction_id)
-        remaining = min(float(wait), current.expires_at - core.clock.now())
-        if current.status != "pending" or remaining <= 0:
+        deadline = core.clock.now() + min(float(wait), current.expires_at - core.clock.now())
+        if current.status != "pending" or deadline <= core.clock.now():
             return current
-        with anyio.move_on_after(remaining), core.long_poll():  # shutdown answers with the state now
-            await answered.receive()
+        with core.long_poll():  # shutdown ends the wait: the caller gets the state now
+            while (remaining := deadline - core.clock.now()) > 0:
+                with anyio.move_on_after(remaining) as timer:
+                    await answered.receive()
+                if timer.cancelled_caught:
+                    break
+                # The answer, or a resync after the fan-out lost its connection (no answer then:
+                # keep waiting rather than hand the caller an early "pending").
+                current = await core.run(get_interaction, principal, interaction_id=interaction_id)
+                if current.status != "pending":
+                    return current
     return await core.run(get_interaction, principal, interaction_id=interaction_id)
 
 

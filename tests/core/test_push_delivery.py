@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
 from connector.app import create_app
@@ -19,8 +20,9 @@ from core.clock import ManualClock
 from core.context import Core
 from core.domain.envelope import open_envelope, seal
 from core.settings import Settings
-from tests.fakes.fcm_server import UNREGISTERED, FakeFcm, make_service_account
-from tests.fakes.webpush_server import FakeWebPushService
+from core.store.tables import QueuedEnvelope
+from tests.fakes.fcm_server import INTERNAL, UNREGISTERED, FakeFcm, make_service_account
+from tests.fakes.webpush_server import FakeWebPushService, new_vapid_private_key
 from tests.helpers import FakeDevice, error_code, pair_computer, register_phone
 
 T = TypeVar("T")
@@ -46,7 +48,7 @@ def push_core(settings: Settings, clock: ManualClock, fcm: FakeFcm, tmp_path: Pa
         update={
             "fcm_credentials_file": credentials,
             "fcm_url": fcm.origin,
-            "vapid_private_key": _vapid_key(),
+            "vapid_private_key": new_vapid_private_key(),
             "push_timeout_s": 2.0,
         }
     )
@@ -59,15 +61,6 @@ def push_core(settings: Settings, clock: ManualClock, fcm: FakeFcm, tmp_path: Pa
 def http(push_core: Core) -> Iterator[TestClient]:
     with TestClient(create_app(core=push_core)) as client:
         yield client
-
-
-def _vapid_key() -> Any:
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
-    from pydantic import SecretStr
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    return SecretStr(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode())
 
 
 def messages_to(fcm: FakeFcm, token: str) -> list[dict[str, Any]]:
@@ -199,3 +192,31 @@ def test_a_notification_goes_inline_to_the_phone_at_its_priority(
         base64.b64decode(message["data"]["payload"]), phone.secret_key, push_core.keys.public_key
     )
     assert json.loads(payload)["message"] == "hello"
+
+
+@pytest.mark.parametrize("fault", ["server error", "no answer"])
+def test_a_failing_push_service_leaves_the_request_the_registration_and_the_queue_intact(
+    http: TestClient, fcm: FakeFcm, push_core: Core, fault: str
+) -> None:
+    """FCM answering 500 (after the SDK's retries) or never answering (the push timeout): the caller
+    still gets 202 at once, the push counts as failed, the phone keeps its registration, and the
+    envelope stays queued for the phone's next fetch."""
+    phone = register_fcm_phone(http, fcm)
+    computer = pair_computer(http, phone)
+    if fault == "server error":
+        fcm.fail(FCM_TOKEN, INTERNAL)
+    else:
+        fcm.stall(FCM_TOKEN)
+    failed_before = push_core.push.outcomes["failed"]
+    blob = seal(b"{}", computer.secret_key, phone.public_key)
+    body = {"to": phone.device_id, "type": "clipboard", "blob": base64.b64encode(blob).decode()}
+    started = time.monotonic()
+    accepted = http.post("/v1/envelopes", json=body, headers=computer.auth)
+    assert accepted.status_code == 202 and time.monotonic() - started < 1.0
+    eventually(lambda: push_core.push.outcomes["failed"] > failed_before, timeout=30)
+    assert http.get("/v1/devices/me", headers=phone.auth).json()["push"] == "fcm"
+    with Session(push_core.engine) as session:
+        queued = session.exec(
+            select(QueuedEnvelope).where(col(QueuedEnvelope.seq) == accepted.json()["seq"])
+        ).all()
+    assert [row.recipient_device_id for row in queued] == [phone.device_id]

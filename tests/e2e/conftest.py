@@ -7,6 +7,7 @@ server's stderr fails the test.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -126,6 +127,10 @@ class BackgroundCli:
             if match:
                 return match
 
+    def stdout_so_far(self) -> str:
+        """Every line the command has printed so far, whether or not ``wait_for_line`` read it."""
+        return "".join(self._stdout.lines)
+
     def finish(self, timeout: float = CLI_TIMEOUT_S) -> CliResult:
         """Wait for the command to exit by itself (failing the test if it does not) and collect output."""
         try:
@@ -194,10 +199,11 @@ class Cli:
 class RelayboxServer:
     """``relaybox serve --port 0`` in its own data folder, stopped with SIGTERM (then SIGKILL).
 
-    ``env``: extra variables for the server (settings such as ``RELAYBOX_DOCUMENTS_ENABLED``).
+    ``env``: extra variables for the server (settings such as ``RELAYBOX_DOCUMENTS_ENABLED``);
+    ``port``: a fixed port (a restarted server keeps its clients' URL), else any free one.
     """
 
-    def __init__(self, workdir: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, env: Mapping[str, str] | None = None, *, port: int = 0) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = workdir / "server.stderr"
         self.url = ""
@@ -209,7 +215,7 @@ class RelayboxServer:
                     "--host",
                     "127.0.0.1",
                     "--port",
-                    "0",
+                    str(port),
                     "--data-dir",
                     str(workdir / "data"),
                 ],
@@ -232,13 +238,18 @@ class RelayboxServer:
 
     def wait_until_ready(self, timeout: float = SERVER_START_TIMEOUT_S) -> str:
         deadline = time.monotonic() + timeout
-        try:
-            first = self._stdout.next_line(deadline)
-        except TimeoutError:
-            pytest.fail(f"the server printed nothing within {timeout} s; stderr: {self.stderr()}")
-        match = LISTENING.match((first or "").rstrip("\n"))
-        if match is None:
-            pytest.fail(f"unexpected first line from the server: {first!r}; stderr: {self.stderr()}")
+        match = None
+        while match is None:  # the first line, or with RELAYBOX_LOG_FORMAT=json the first such record
+            try:
+                line = self._stdout.next_line(deadline)
+            except TimeoutError:
+                pytest.fail(f"the server printed no URL within {timeout} s; stderr: {self.stderr()}")
+            if line is None or not line.startswith("{"):
+                match = LISTENING.match((line or "").rstrip("\n"))
+                if match is None:
+                    pytest.fail(f"unexpected first line from the server: {line!r}; stderr: {self.stderr()}")
+            else:
+                match = LISTENING.match(json.loads(line).get("message", ""))
         self.url = match[1]
         with httpx.Client(timeout=2.0, trust_env=False) as http:
             while True:  # bounded: the deadline below

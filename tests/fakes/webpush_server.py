@@ -28,7 +28,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+from pydantic import SecretStr
 
 from core.adapters.push.base import WebPushSubscription
 from tests.fakes.local_http import LocalHttpServer, Reply, Request
@@ -216,3 +217,9 @@ def _verify_es256_jwt(token: str, key: str) -> dict[str, Any]:
     if not isinstance(claims, dict):
         raise VapidRejectedError("claims are not an object")
     return claims
+
+
+def new_vapid_private_key() -> SecretStr:
+    """A fresh P-256 application server key in PEM, as ``RELAYBOX_VAPID_PRIVATE_KEY`` takes it."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    return SecretStr(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode())

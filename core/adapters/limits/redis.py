@@ -16,6 +16,7 @@ import secrets
 import redis
 
 from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, decide, layer_state
+from core.availability import DependencyUnavailableError
 
 DEFAULT_NAMESPACE = "relaybox"
 TIMEOUT_S = 5.0
@@ -97,7 +98,10 @@ class RedisRateLimiter:
             key, since, expires = check.bucket(now)
             keys.append(self._prefix + key)
             args.extend([repr(since), max(1, math.ceil((expires - now) * 1000)), check.limit])
-        answer = self._script(keys=keys, args=args)
+        try:
+            answer = self._script(keys=keys, args=args)
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            raise DependencyUnavailableError("redis") from error
         states: list[tuple[LimitState, bool]] = []
         for check, (used, oldest) in zip(checks, answer, strict=True):
             states.append(

@@ -1,0 +1,48 @@
+"""When a service relaybox depends on (the database, Redis) does not answer.
+
+Such a failure is not a bug: the caller gets 503 ``unavailable`` with ``Retry-After`` and may try
+again, the log gets one warning line naming the service (no traceback, no address), and nothing
+the service had accepted before is affected. Pools reconnect by themselves once it is back.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import exc as sa
+
+from core.errors import RelayError
+
+log = logging.getLogger("relaybox.availability")
+
+RETRY_AFTER_S = 2
+
+
+class DependencyUnavailableError(ConnectionError):
+    """Raised by an adapter whose external service did not answer (connection refused, reset, timeout)."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__(f"{service} is not answering")
+        self.service = service
+
+
+def unavailable_service(error: BaseException) -> str | None:
+    """The name of the dependency ``error`` says is down, or ``None`` when it is some other failure."""
+    if isinstance(error, DependencyUnavailableError):
+        return error.service
+    if isinstance(error, sa.DBAPIError) and error.connection_invalidated:
+        return "database"
+    if isinstance(error, sa.OperationalError | sa.InterfaceError | sa.TimeoutError):
+        return "database"  # refused, reset, terminated by the administrator, pool exhausted
+    if isinstance(error, ConnectionError | TimeoutError):
+        return "a dependency"  # e.g. the fan-out could not subscribe in time
+    return None
+
+
+def as_unavailable(error: BaseException) -> RelayError | None:
+    """``error`` as a 503 ``unavailable`` (logged once, as a warning), when it means a dependency is down."""
+    service = unavailable_service(error)
+    if service is None:
+        return None
+    log.warning("%s unavailable: %s", service, type(error).__name__, extra={"service": service})
+    return RelayError("unavailable", headers={"Retry-After": str(RETRY_AFTER_S)})
