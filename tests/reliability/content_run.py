@@ -4,7 +4,7 @@ against a real ``relaybox serve``, and keeps every credential the run used.
 Each content-carrying door is a function in ``REST_DOORS`` or ``TOOL_DOORS``, listed with the
 operations or tools it covers: it sends fresh markers in every content field and says which of them
 must reach a device (the proof that the content really went through the server). A new route or
-tool (file transfer, say) is one more function and one more entry; until then the coverage check
+tool is one more function and one more entry; until then the coverage check
 fails for it. The privacy test then looks for the markers where the server keeps bytes;
 the secrets test looks for the credentials in the logs.
 """
@@ -171,6 +171,16 @@ def relayed_envelopes(c: Caller) -> None:
     ok(c.cli.run("send-text", c.markers.new("envelopes.computer_to_phone")))
 
 
+def file_transfer(c: Caller) -> None:
+    """The computer sends a file to the phone (its name and content marked); `phone run` saves it."""
+    m = c.markers
+    outbox = c.cli.workdir / "outbox"
+    outbox.mkdir(exist_ok=True)
+    source = outbox / f"{m.new('file_transfer.filename')}.txt"
+    source.write_text(f"content {m.new('file_transfer.content')}\n" * 2000)  # several KB: more than one line
+    ok(c.cli.run("send-file", source))
+
+
 Door = Callable[[Caller], None]
 # Each door with the operations ("METHOD /path" as in /openapi.json) it sends content through.
 REST_DOORS: list[tuple[Door, tuple[str, ...]]] = [
@@ -182,6 +192,15 @@ REST_DOORS: list[tuple[Door, tuple[str, ...]]] = [
     (ring, ("POST /v1/devices/{device_id}/ring",)),
     (documents_refused_to_a_sender_token, ("POST /v1/documents",)),
     (relayed_envelopes, ("POST /v1/envelopes",)),
+    (
+        file_transfer,
+        (
+            "POST /v1/transfers",
+            "POST /v1/transfers/{transfer_id}/upload-urls",
+            "PUT /v1/objects/{transfer_id}/{index}",
+            "POST /v1/transfers/{transfer_id}/download-urls",
+        ),
+    ),
 ]
 # Operations that take a body but no caller content: what they carry is kept by design (keys,
 # names, labels, status) or is a secret the secrets check looks for.

@@ -1,8 +1,9 @@
 """Where a server run leaves bytes behind, and whether any of them holds a marker in plaintext.
 
-Sources: the SQLite database file with its WAL and shared-memory files, a ``pg_dump`` of the
-PostgreSQL database, every Redis key and value (pub/sub messages are transient: Redis keeps none),
-and the server's log output. Each source is named, so a finding says where the marker was.
+Sources: the SQLite database file with its WAL and shared-memory files, the embedded object
+store's files, a ``pg_dump`` of the PostgreSQL database, every Redis key and value (pub/sub
+messages are transient: Redis keeps none), and the server's log output. Each source is named, so
+a finding says where the marker was.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ def sqlite_files(data_dir: Path) -> Sources:
     found = {f"sqlite:{path.name}": path.read_bytes() for path in sorted(data_dir.glob("*.db*"))}
     assert found, f"no SQLite files in {data_dir}"
     return found
+
+
+def object_store_files(store_dir: Path) -> Sources:
+    """Every object the embedded file store still holds (chunks of unfinished transfers)."""
+    if not store_dir.exists():
+        return {}
+    return {
+        f"object store:{path.relative_to(store_dir)}": path.read_bytes()
+        for path in sorted(store_dir.rglob("*"))
+        if path.is_file()
+    }
 
 
 def postgres_dump(url: str) -> Sources:

@@ -32,7 +32,14 @@ from tests.reliability.content_run import (
     run_everything,
 )
 from tests.reliability.instances import PrivateRedis
-from tests.reliability.scan import Sources, markers_found, postgres_dump, redis_contents, sqlite_files
+from tests.reliability.scan import (
+    Sources,
+    markers_found,
+    object_store_files,
+    postgres_dump,
+    redis_contents,
+    sqlite_files,
+)
 from tests.services import fresh_postgres_database
 
 pytestmark = pytest.mark.e2e
@@ -70,11 +77,14 @@ def _serve_and_run(backend: str, workdir: Path, env: dict[str, str]) -> Finished
             # Text logs show an unknown path; JSON logs the route template instead, and the request id.
             unknown = http.get(f"/nowhere/{logged_canary}", headers={"X-Request-ID": logged_canary})
             assert unknown.status_code == 404
-        stored = {}
+        stored = {
+            f"{name} (running)": content for name, content in object_store_files(data / "objects").items()
+        }
         if backend == "sqlite":
-            stored = {f"{name} (running)": content for name, content in sqlite_files(data).items()}
+            stored |= {f"{name} (running)": content for name, content in sqlite_files(data).items()}
         server.stop()
     assert TRACEBACK not in server.stderr(), server.stderr()
+    stored |= object_store_files(data / "objects")
     if backend == "sqlite":
         stored |= sqlite_files(data)
     logs = {"server stdout": server.stdout().encode(), "server stderr": server.stderr().encode()}
