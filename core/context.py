@@ -123,6 +123,7 @@ class Core:
         self._tasks = None
         await self.push.aclose()
         await self.fanout.aclose()
+        self.limiter.close()
         self.engine.dispose()
         self._loop = None
 
