@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import google.auth._regional_access_boundary_utils as regional_access_boundary
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, text
 from sqlmodel import SQLModel
 from starlette.testclient import TestClient
 
@@ -22,7 +21,7 @@ from core.store.database import make_engine
 from tests.fakes.fcm_server import FakeFcm
 from tests.fakes.webpush_server import FakeWebPushService
 from tests.live import serve_in_thread
-from tests.services import POSTGRES_URL, unavailable
+from tests.services import fresh_postgres_database
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -39,21 +38,8 @@ def no_regional_access_boundary_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """A fresh PostgreSQL database for this test session, dropped at the end."""
-    name = f"relaybox_test_{secrets.token_hex(4)}"
-    admin_url = POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-    except Exception as error:  # any connection failure means: not reachable here
-        unavailable("PostgreSQL", error)
-    base, _, _ = POSTGRES_URL.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_postgres_database() as url:
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)

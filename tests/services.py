@@ -7,8 +7,12 @@ RELAYBOX_REQUIRE_SERVICES=1 (CI) a missing service fails the run instead.
 from __future__ import annotations
 
 import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+from sqlalchemy import create_engine, text
 
 POSTGRES_URL = os.environ.get("RELAYBOX_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("RELAYBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -24,3 +28,27 @@ def unavailable(what: str, error: BaseException) -> None:
     if services_required():
         pytest.fail(message + " and RELAYBOX_REQUIRE_SERVICES=1", pytrace=False)
     pytest.skip(message + "; set RELAYBOX_REQUIRE_SERVICES=1 to make this an error")
+
+
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database on the test server (its URL), dropped on exit; a skip (a
+    failure under RELAYBOX_REQUIRE_SERVICES=1) where the server cannot be reached."""
+    name = f"relaybox_test_{secrets.token_hex(4)}"
+    admin = create_engine(
+        POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="AUTOCOMMIT"
+    )
+    try:
+        try:
+            with admin.connect() as connection:
+                connection.execute(text(f'CREATE DATABASE "{name}"'))
+        except Exception as error:  # any connection failure means: not reachable here
+            unavailable("PostgreSQL", error)
+        base, _, _ = POSTGRES_URL.rpartition("/")
+        try:
+            yield f"{base}/{name}"
+        finally:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
