@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -195,12 +196,15 @@ class RelayboxServer:
     """``relaybox serve --port 0`` in its own data folder, stopped with SIGTERM (then SIGKILL).
 
     ``env``: extra variables for the server (settings such as ``RELAYBOX_DOCUMENTS_ENABLED``).
+    ``port``: listen there (``url`` is then this address even when ``RELAYBOX_PUBLIC_URL``, which
+    the server announces, names a proxy in front); 0 = any free port, announced.
     """
 
-    def __init__(self, workdir: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, env: Mapping[str, str] | None = None, *, port: int = 0) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = workdir / "server.stderr"
         self.url = ""
+        self.port = port
         with self.stderr_path.open("w", encoding="utf-8") as stderr_file:
             self.process = subprocess.Popen(
                 [
@@ -209,7 +213,7 @@ class RelayboxServer:
                     "--host",
                     "127.0.0.1",
                     "--port",
-                    "0",
+                    str(port),
                     "--data-dir",
                     str(workdir / "data"),
                 ],
@@ -239,7 +243,7 @@ class RelayboxServer:
         match = LISTENING.match((first or "").rstrip("\n"))
         if match is None:
             pytest.fail(f"unexpected first line from the server: {first!r}; stderr: {self.stderr()}")
-        self.url = match[1]
+        self.url = f"http://127.0.0.1:{self.port}" if self.port else match[1]
         with httpx.Client(timeout=2.0, trust_env=False) as http:
             while True:  # bounded: the deadline below
                 if self.process.poll() is not None:
@@ -271,6 +275,14 @@ class RelayboxServer:
     def stdout(self) -> str:
         """Everything the server has printed on stdout so far (the access log follows the URL line)."""
         return "".join(self._stdout.lines)
+
+
+def free_port() -> int:
+    """A port free on loopback now (for a server that must know its port before it starts)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 @pytest.fixture
