@@ -23,6 +23,7 @@ from core.domain.keys import generate_keypair
 from core.events import device_topic
 from core.principal import Principal
 from core.services.auth import Accept, authenticate
+from core.services.device_list import list_devices
 from core.services.devices import DeviceCreate, register_phone
 from core.services.interactions import (
     Answer,
@@ -35,6 +36,7 @@ from core.services.interactions import (
 )
 from core.services.pairing import PairConfirm, PairInit, confirm_pairing, init_pairing
 from core.services.relay import EnvelopeCreate, QueueItem, relay_envelope
+from core.services.ring import NO_REGISTRATION, NOT_CONNECTED, ring_phone
 from core.services.stream import follow_queue
 from core.services.tokens import TokenCreate, create_sender_token
 from core.settings import explicit_settings
@@ -186,6 +188,43 @@ async def test_a_stream_on_one_replica_wakes_when_an_envelope_is_relayed_through
             )
             await woken.wait()
     assert received[0].seq == accepted.seq and received[0].type == "clipboard"
+
+
+async def test_a_stream_open_on_one_replica_is_presence_on_the_other_for_devices_and_ring(
+    replicas: tuple[Core, Core], redis_admin: redis.asyncio.Redis, namespace: str
+) -> None:
+    """The phone has no push service: it is reachable only through its open stream, wherever that is."""
+    here, there = replicas
+    account = await new_account(there)
+    token = await there.run(
+        create_sender_token, account.phone, body=TokenCreate(label="script", scope="phone:control")
+    )
+    sender = await signed_in(there, account.ip, token.token)
+    phone_id = account.phone.require_device()
+
+    async def phone_reachable() -> bool:
+        (phone,) = (await there.run(list_devices, account.phone)).devices
+        return phone.reachable
+
+    assert not await phone_reachable()
+    rang = await there.run(ring_phone, sender, device_id=phone_id, ip=account.ip)
+    assert NOT_CONNECTED in (rang.warnings or [])
+
+    async with anyio.create_task_group() as tasks:
+
+        async def follow() -> None:
+            async for _ in follow_queue(here, account.phone, after=0):
+                pass
+
+        tasks.start_soon(follow)
+        await subscribed(redis_admin, namespace, device_topic(phone_id))
+        assert await phone_reachable()
+        rang = await there.run(ring_phone, sender, device_id=phone_id, ip=account.ip)
+        assert NO_REGISTRATION in (rang.warnings or []) and NOT_CONNECTED not in (rang.warnings or [])
+        tasks.cancel_scope.cancel()
+    with anyio.fail_after(5):  # the stream closed: its replica unsubscribes
+        while await phone_reachable():  # noqa: ASYNC110 - the state is in Redis
+            await anyio.sleep(0.01)
 
 
 async def test_a_stopped_core_leaves_no_redis_connection_open(

@@ -214,6 +214,8 @@ async def test_a_stream_on_one_replica_receives_an_envelope_posted_through_the_o
     ):
         assert stream.status_code == 200
         await anyio.to_thread.run_sync(wait_for_metric, replicas[0], "relaybox_open_streams", 1)
+        listed = await other.get("/v1/devices", headers=phone.auth)  # presence is shared too
+        assert {d["device_id"]: d["reachable"] for d in listed.json()["devices"]}[computer.device_id]
         with anyio.fail_after(WAKE_WITHIN_S):
             posted = await other.post(
                 "/v1/envelopes",
