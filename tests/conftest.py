@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import google.auth._regional_access_boundary_utils as regional_access_boundary
@@ -24,6 +24,27 @@ from tests.live import serve_in_thread
 from tests.services import fresh_postgres_database
 
 BACKENDS = ["sqlite", "postgres"]
+SUMMARY_LINES = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SUMMARY_LINES] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The one-line results of the reliability checks (faults, load, privacy, secrets), printed
+    whatever the verbosity, so CI logs show the numbers and not only a pass."""
+    lines = terminalreporter.config.stash.get(SUMMARY_LINES, [])
+    if lines:
+        terminalreporter.section("reliability")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def summary(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """``summary("privacy[sqlite]: …")`` adds a line to the reliability section of the report."""
+    return request.config.stash[SUMMARY_LINES].append
 
 
 @pytest.fixture(autouse=True)

@@ -32,23 +32,19 @@ def unavailable(what: str, error: BaseException) -> None:
 
 @contextmanager
 def fresh_postgres_database() -> Iterator[str]:
-    """A new, empty PostgreSQL database on the test server (its URL), dropped on exit; a skip (a
-    failure under RELAYBOX_REQUIRE_SERVICES=1) where the server cannot be reached."""
+    """A new, empty database on the machine's PostgreSQL (its URL), dropped afterwards."""
     name = f"relaybox_test_{secrets.token_hex(4)}"
-    admin = create_engine(
-        POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="AUTOCOMMIT"
-    )
+    admin_url = POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1)
     try:
-        try:
-            with admin.connect() as connection:
-                connection.execute(text(f'CREATE DATABASE "{name}"'))
-        except Exception as error:  # any connection failure means: not reachable here
-            unavailable("PostgreSQL", error)
-        base, _, _ = POSTGRES_URL.rpartition("/")
-        try:
-            yield f"{base}/{name}"
-        finally:
-            with admin.connect() as connection:
-                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as error:  # any connection failure means: not reachable here
+        unavailable("PostgreSQL", error)
+    base, _, _ = POSTGRES_URL.rpartition("/")
+    try:
+        yield f"{base}/{name}"
     finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()

@@ -7,6 +7,7 @@ server's stderr fails the test.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -127,6 +128,10 @@ class BackgroundCli:
             if match:
                 return match
 
+    def stdout_so_far(self) -> str:
+        """Every line the command has printed so far, whether or not ``wait_for_line`` read it."""
+        return "".join(self._stdout.lines)
+
     def finish(self, timeout: float = CLI_TIMEOUT_S) -> CliResult:
         """Wait for the command to exit by itself (failing the test if it does not) and collect output."""
         try:
@@ -195,9 +200,8 @@ class Cli:
 class RelayboxServer:
     """``relaybox serve --port 0`` in its own data folder, stopped with SIGTERM (then SIGKILL).
 
-    ``env``: extra variables for the server (settings such as ``RELAYBOX_DOCUMENTS_ENABLED``).
-    ``port``: listen there (``url`` is then this address even when ``RELAYBOX_PUBLIC_URL``, which
-    the server announces, names a proxy in front); 0 = any free port, announced.
+    ``env``: extra variables for the server (settings such as ``RELAYBOX_DOCUMENTS_ENABLED``);
+    ``port``: a fixed port (a restarted server keeps its clients' URL), else any free one.
     """
 
     def __init__(self, workdir: Path, env: Mapping[str, str] | None = None, *, port: int = 0) -> None:
@@ -236,14 +240,21 @@ class RelayboxServer:
 
     def wait_until_ready(self, timeout: float = SERVER_START_TIMEOUT_S) -> str:
         deadline = time.monotonic() + timeout
-        try:
-            first = self._stdout.next_line(deadline)
-        except TimeoutError:
-            pytest.fail(f"the server printed nothing within {timeout} s; stderr: {self.stderr()}")
-        match = LISTENING.match((first or "").rstrip("\n"))
-        if match is None:
-            pytest.fail(f"unexpected first line from the server: {first!r}; stderr: {self.stderr()}")
-        self.url = f"http://127.0.0.1:{self.port}" if self.port else match[1]
+        match = None
+        while match is None:  # the first line, or with RELAYBOX_LOG_FORMAT=json the first such record
+            try:
+                line = self._stdout.next_line(deadline)
+            except TimeoutError:
+                pytest.fail(f"the server printed no URL within {timeout} s; stderr: {self.stderr()}")
+            if line is None or not line.startswith("{"):
+                match = LISTENING.match((line or "").rstrip("\n"))
+                if match is None:
+                    pytest.fail(f"unexpected first line from the server: {line!r}; stderr: {self.stderr()}")
+            else:
+                match = LISTENING.match(json.loads(line).get("message", ""))
+        self.url = match[1]
+        if self.port:  # reached here, whatever RELAYBOX_PUBLIC_URL (which it announces) names in front
+            self.url = f"http://127.0.0.1:{self.port}"
         with httpx.Client(timeout=2.0, trust_env=False) as http:
             while True:  # bounded: the deadline below
                 if self.process.poll() is not None:
