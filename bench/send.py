@@ -24,7 +24,22 @@ read), the count of non-200 answers, the server's CPU per request, and the CPU t
 load generator used (100% = one core; a load generator near 100% would mean the number is the
 client's limit, not the server's).
 
-Goal: relaybox answers at least 0.6x the requests per second of the bare endpoint. Exits 0
+Goal: relaybox answers at least 0.6x the requests per second of the bare endpoint.
+
+``--scale-out`` measures instead what a second replica adds: two ``relaybox serve`` processes share
+a fresh PostgreSQL database (created on the server of ``--postgres``, dropped afterwards) and a
+Redis key namespace of their own (on ``--redis``), as replicas in production do. Rounds alternate
+"1 replica" (every connection to the first) and "2 replicas" (connection i to replica i mod 2:
+round robin by connection, as a layer-4 balancer spreads keep-alive connections, done by the
+load generator itself so that no proxy process competes for the CPU). Both run the same client
+path and the same store, PostgreSQL + Redis; only the number of replicas serving differs. The
+connections send for ``--accounts`` accounts in turn (default 16; connection i for account
+i mod N): every send to one account writes its two devices' queues under their row locks, so
+one account's sends are serial on any number of replicas (and a real account's sender tokens are
+limited to 60 a minute each). The server CPU columns add up every replica. No goal: it shows
+what this machine gives.
+
+Exits 0
 whatever is measured (``--strict``: 1 when the goal is missed or a send was not a 200); 2 when the
 run itself failed. The servers are always stopped (SIGTERM, then SIGKILL) and the temporary
 directory removed.
@@ -38,6 +53,7 @@ import base64
 import json
 import math
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -48,7 +64,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -161,7 +178,9 @@ def server_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def start_server(name: str, command: list[str], work_dir: Path, timeout_s: float) -> Server:
+def start_server(
+    name: str, command: list[str], work_dir: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> Server:
     """Start a server whose first stdout line announces its URL, and wait until it accepts
     connections. stdout and stderr go to files: uvicorn writes its access log to stdout, and a file,
     unlike an undrained pipe, never blocks the server."""
@@ -171,7 +190,7 @@ def start_server(name: str, command: list[str], work_dir: Path, timeout_s: float
         process = subprocess.Popen(
             command,
             cwd=work_dir,  # no stray .env is picked up
-            env=server_env(work_dir / "data"),
+            env=server_env(work_dir / "data") | (env or {}),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -235,22 +254,65 @@ def sender_token(url: str) -> str:
     return token
 
 
+# -- what replicas share (--scale-out) ----------------------------------------------------------
+
+
+@contextmanager
+def shared_store(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
+    """A fresh PostgreSQL database (on the server of ``postgres_url``), a Redis key namespace and a
+    server key, as the ``RELAYBOX_*`` settings of every replica; afterwards the database is
+    dropped and the namespace's keys deleted."""
+    from sqlalchemy import create_engine, text  # only here: the default run needs no extras
+
+    from core.adapters.limits.redis import RedisRateLimiter
+
+    name = f"relaybox_bench_{secrets.token_hex(4)}"
+    namespace = f"relaybox-bench-{secrets.token_hex(4)}"
+    admin = create_engine(
+        postgres_url.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="AUTOCOMMIT"
+    )
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield {
+                "RELAYBOX_DATABASE_URL": f"{postgres_url.rpartition('/')[0]}/{name}",
+                "RELAYBOX_REDIS_URL": redis_url,
+                "RELAYBOX_REDIS_NAMESPACE": namespace,
+                "RELAYBOX_SERVER_SECRET_KEY": b64(generate_keypair()[0]),
+            }
+        finally:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            limits = RedisRateLimiter(redis_url, namespace=namespace)
+            limits.reset()
+            limits.close()
+    finally:
+        admin.dispose()
+
+
 # -- the load generator -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Target:
-    label: str
-    server: Server
-    path: str
-    token: str
+    """What one round loads: connection i goes to ``servers[i % len(servers)]`` (round robin) and
+    sends with ``tokens[i % len(tokens)]``."""
 
-    def request(self) -> bytes:
-        """One ``POST`` with the send body and the token, as raw HTTP/1.1 bytes."""
+    label: str
+    servers: tuple[Server, ...]
+    path: str
+    tokens: tuple[str, ...]
+
+    def server_cpu_s(self) -> float:
+        return sum(server.cpu_s() for server in self.servers)
+
+    def request(self, token: str) -> bytes:
+        """One ``POST`` with the send body and ``token``, as raw HTTP/1.1 bytes."""
         body = json.dumps(SEND_BODY).encode()
         head = (
-            f"POST {self.path} HTTP/1.1\r\nHost: {self.server.url.removeprefix('http://')}\r\n"
-            f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
+            f"POST {self.path} HTTP/1.1\r\nHost: {self.servers[0].url.removeprefix('http://')}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         return head.encode() + body
@@ -285,9 +347,9 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return int(head[0].split(" ", 2)[1]), await reader.readexactly(length)
 
 
-async def connection(target: Target, request: bytes, until: float, result: Round) -> None:
-    """One keep-alive connection sending ``request`` back to back until ``until``."""
-    reader, writer = await asyncio.open_connection(*target.server.address)
+async def connection(server: Server, target: Target, request: bytes, until: float, result: Round) -> None:
+    """One keep-alive connection to ``server`` sending ``request`` back to back until ``until``."""
+    reader, writer = await asyncio.open_connection(*server.address)
     try:
         while (sent := time.perf_counter()) < until:
             writer.write(request)
@@ -309,20 +371,21 @@ async def connection(target: Target, request: bytes, until: float, result: Round
 
 async def load_round(target: Target, seconds: float, concurrency: int) -> Round:
     """Run ``concurrency`` connections against ``target`` for ``seconds``; measure what came back."""
-    request = target.request()
+    requests = [target.request(token) for token in target.tokens]
     result = Round(target.label, seconds)
-    server_cpu, bench_cpu = target.server.cpu_s(), time.process_time()
+    server_cpu, bench_cpu = target.server_cpu_s(), time.process_time()
     until = time.perf_counter() + seconds
     async with asyncio.TaskGroup() as group:
-        for _ in range(concurrency):
-            group.create_task(connection(target, request, until, result))
-    result.server_cpu_s = target.server.cpu_s() - server_cpu
+        for n in range(concurrency):
+            server, request = target.servers[n % len(target.servers)], requests[n % len(requests)]
+            group.create_task(connection(server, target, request, until, result))
+    result.server_cpu_s = target.server_cpu_s() - server_cpu
     result.bench_cpu_s = time.process_time() - bench_cpu
     return result
 
 
 async def measure(targets: list[Target], args: argparse.Namespace) -> list[Round]:
-    """A warm-up of each target, then ``rounds`` x (bare, relaybox), one after the other."""
+    """A warm-up of each target, then ``rounds`` x every target, one after the other."""
     for target in targets:
         await load_round(target, args.warmup, args.concurrency)
     rounds: list[Round] = []
@@ -448,16 +511,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when the goal is missed or a send fails"
     )
+    parser.add_argument(
+        "--scale-out",
+        action="store_true",
+        help="measure 1 against 2 relaybox replicas on PostgreSQL + Redis (no bare endpoint)",
+    )
+    parser.add_argument(
+        "--accounts",
+        type=int,
+        default=16,
+        help="--scale-out: accounts (phone + computer + sender token) the connections send for, in turn "
+        "(default %(default)s; sends to one account queue one after another)",
+    )
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("RELAYBOX_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        help="--scale-out: a database on the server to create the run's own database on (%(default)s)",
+    )
+    parser.add_argument(
+        "--redis",
+        default=os.environ.get("RELAYBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+        help="--scale-out: the Redis the replicas share, under a namespace of the run's own (%(default)s)",
+    )
     parser.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if min(args.rounds, args.concurrency) < 1 or min(args.duration, args.warmup, args.deadline) <= 0:
+    if (
+        min(args.rounds, args.concurrency, args.accounts) < 1
+        or min(args.duration, args.warmup, args.deadline) <= 0
+    ):
         parser.error("rounds, concurrency, duration, warmup and deadline must be positive")
     return args
 
 
-def run(args: argparse.Namespace, work_dir: Path, servers: list[Server]) -> bool:
+def run(args: argparse.Namespace, work_dir: Path, servers: list[Server], cleanup: ExitStack) -> bool:
     """Start both servers, set up the sender, measure, report. ``servers`` collects what was
-    started, for the caller to stop whatever happens."""
+    started, for the caller to stop whatever happens (and then to close ``cleanup``)."""
+    if args.scale_out:
+        return run_scale_out(args, work_dir, servers, cleanup)
     deadline = time.monotonic() + args.deadline
     commands = {
         "relaybox": [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", "data"],
@@ -471,12 +561,51 @@ def run(args: argparse.Namespace, work_dir: Path, servers: list[Server]) -> bool
     print(f"relaybox pid {relay.process.pid} at {relay.url}, bare pid {bare.process.pid} at {bare.url}")
     print(f"load average before the rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     targets = [
-        Target("bare Starlette", bare, "/bare", token),
-        Target("relaybox /v1/send", relay, "/v1/send", token),
+        Target("bare Starlette", (bare,), "/bare", (token,)),
+        Target("relaybox /v1/send", (relay,), "/v1/send", (token,)),
     ]
     remaining = deadline - time.monotonic()
     rounds = run_loop(asyncio.wait_for(measure(targets, args), remaining))
     return report(summarize(targets[0].label, rounds), summarize(targets[1].label, rounds), args)
+
+
+def run_scale_out(
+    args: argparse.Namespace, work_dir: Path, servers: list[Server], cleanup: ExitStack
+) -> bool:
+    """Two replicas on a fresh shared PostgreSQL database and Redis namespace; rounds of one
+    replica and of both, round robin by connection."""
+    deadline = time.monotonic() + args.deadline
+    shared = cleanup.enter_context(shared_store(args.postgres, args.redis))
+    for n in (1, 2):
+        command = [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", f"data-{n}"]
+        timeout = min(STARTUP_TIMEOUT_S, deadline - time.monotonic())
+        servers.append(start_server(f"replica-{n}", command, work_dir, timeout, env=shared))
+    first, second = servers
+    tokens = tuple(sender_token(first.url) for _ in range(args.accounts))
+    print(
+        f"replica 1 pid {first.process.pid} at {first.url}, replica 2 pid {second.process.pid} at "
+        f"{second.url}; PostgreSQL + Redis shared"
+    )
+    print(f"load average before the rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    targets = [
+        Target("1 replica", (first,), "/v1/send", tokens),
+        Target("2 replicas (rr)", (first, second), "/v1/send", tokens),
+    ]
+    rounds = run_loop(asyncio.wait_for(measure(targets, args), deadline - time.monotonic()))
+    one, two = (summarize(target.label, rounds) for target in targets)
+    print()
+    print(
+        f"{args.rounds} rounds x {args.duration:g} s per target, {args.concurrency} keep-alive connections "
+        f"(round robin over the replicas) sending for {args.accounts} accounts, PostgreSQL + Redis, "
+        "access log on"
+    )
+    print_table([one, two])
+    print()
+    print(
+        f"2 replicas / 1 replica: {two.median / one.median:.2f}x the sends per second (medians), "
+        f"on {os.cpu_count()} CPUs shared by the replicas, PostgreSQL, Redis and the load generator"
+    )
+    return one.failures == two.failures == 0
 
 
 def on_sigterm(_signum: int, _frame: object) -> NoReturn:
@@ -491,9 +620,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_sigterm)
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-send-bench-"))
     servers: list[Server] = []
+    cleanup = ExitStack()  # closed after the servers stopped: the database they use is dropped
     outcome = 2  # the run failed unless it gets as far as the report
     try:
-        met = run(args, work_dir, servers)
+        met = run(args, work_dir, servers, cleanup)
         outcome = 1 if args.strict and not met else 0
     except TimeoutError:
         print(f"FAILED: the deadline of {args.deadline:.0f} s was reached")
@@ -505,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
         for server, was_alive in zip(servers, alive, strict=True):
             health(server, was_alive)
+        cleanup.close()
         if args.keep:
             print(f"kept {work_dir}")
         else:

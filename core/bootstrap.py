@@ -56,7 +56,7 @@ def _limiter(settings: Settings) -> RateLimiter:
         return MemoryRateLimiter()
     from core.adapters.limits.redis import RedisRateLimiter  # imported only when configured: an extra
 
-    return RedisRateLimiter(settings.redis_url)
+    return RedisRateLimiter(settings.redis_url, namespace=settings.redis_namespace)
 
 
 def _fanout(settings: Settings) -> Fanout:
@@ -64,7 +64,7 @@ def _fanout(settings: Settings) -> Fanout:
         return MemoryFanout()
     from core.adapters.fanout.redis import RedisFanout
 
-    return RedisFanout(settings.redis_url)
+    return RedisFanout(settings.redis_url, namespace=settings.redis_namespace)
 
 
 def _fcm(settings: Settings) -> PushSender | None:

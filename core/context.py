@@ -14,7 +14,7 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
@@ -137,6 +137,7 @@ class Core:
         self._tasks = None
         await self.push.aclose()
         await self.fanout.aclose()
+        self.limiter.close()
         self.engine.dispose()
         self._loop = None
 
@@ -197,7 +198,7 @@ class Core:
         finally:
             self._database_probe.release()
 
-    # -- presence (open streams on this process) ------------------------------------------
+    # -- presence: open streams (counted on this process for /metrics; asked of the fan-out) --
     def stream_opened(self, device_id: str) -> None:
         self._open_streams[device_id] = self._open_streams.get(device_id, 0) + 1
 
@@ -208,8 +209,11 @@ class Core:
         else:
             self._open_streams.pop(device_id, None)
 
-    def has_open_stream(self, device_id: str) -> bool:
-        return device_id in self._open_streams
+    async def streaming(self, device_ids: Collection[str]) -> set[str]:
+        """Which of ``device_ids`` have a ``/v1/sync`` stream open on any replica: an open stream is
+        subscribed to its device's fan-out topic, and nothing else is."""
+        topics = {device_topic(device_id): device_id for device_id in device_ids}
+        return {topics[topic] for topic in await self.fanout.listened(topics)}
 
     @property
     def open_stream_count(self) -> int:

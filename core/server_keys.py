@@ -6,6 +6,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from core.domain.envelope import BoxCache
 from core.settings import Settings
 
 KEY_FILE = "server.key"
+log = logging.getLogger("relaybox.core")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,13 @@ class ServerKeys:
 def load_server_keys(settings: Settings) -> ServerKeys:
     if settings.server_secret_key is not None:
         return ServerKeys.from_secret(_decode(settings.server_secret_key.get_secret_value()))
+    if settings.redis_url:
+        # Replicas (what Redis is for) each read their own data folder: without one shared key a
+        # pairing code minted on one is "invalid_code" on another, and duplicate questions go unseen.
+        log.warning(
+            "RELAYBOX_SERVER_SECRET_KEY is not set: this replica uses the key in its data folder; "
+            "every replica must be given the same key"
+        )
     path = settings.data_dir / KEY_FILE
     if path.exists():
         return ServerKeys.from_secret(_decode(path.read_text().strip()))

@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, description="redis://host:6379/0 — shared limits and fan-out for several replicas"
     )
+    redis_namespace: str = Field(
+        default="relaybox",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Prefix of Redis keys and channels: deployments sharing one Redis stay apart",
+    )
 
     # The server's own X25519 key (base64 of 32 raw bytes). Generated into data_dir on first run if unset.
     server_secret_key: SecretStr | None = None

@@ -30,11 +30,10 @@ class DeviceList(BaseModel):
 async def list_devices(core: Core, principal: Principal) -> DeviceList:
     """The account's devices with reachability; needs ``devices:read`` (or a device credential)."""
     rows = await core.run(account_devices, principal)
+    streaming = await core.streaming([summary.device_id for summary in rows])
     return DeviceList(
         devices=[
-            summary.model_copy(
-                update={"reachable": summary.reachable or core.has_open_stream(summary.device_id)}
-            )
+            summary.model_copy(update={"reachable": summary.reachable or summary.device_id in streaming})
             for summary in rows
         ]
     )

@@ -78,5 +78,6 @@ async def ring_phone(core: Core, principal: Principal, *, device_id: str, ip: st
         if await core.push.send(plan.target, plan.message) is not PushOutcome.SENT:
             warnings.append(PUSH_FAILED)
     else:
-        warnings.append(NO_REGISTRATION if core.has_open_stream(device_id) else NOT_CONNECTED)
+        streaming = await core.streaming([device_id])
+        warnings.append(NO_REGISTRATION if streaming else NOT_CONNECTED)
     return RingOut(warnings=warnings or None, rate_limit=plan.rate_limit)

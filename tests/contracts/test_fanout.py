@@ -135,6 +135,16 @@ async def test_a_flooded_subscriber_is_told_it_overflowed(fanout: Fanout) -> Non
         assert subscription.receive_nowait() == ("t", "0")
 
 
+async def test_listened_names_the_topics_with_a_subscriber_while_it_is_subscribed(fanout: Fanout) -> None:
+    assert await fanout.listened(["device:a", "device:b"]) == set()
+    async with fanout.subscribe("device:a"), fanout.subscribe("device:a", "device:c"):
+        assert await fanout.listened(["device:a", "device:b", "device:c"]) == {"device:a", "device:c"}
+        assert await fanout.listened([]) == set()
+    with anyio.fail_after(5):  # (Redis hears the UNSUBSCRIBE a moment after the block exits)
+        while await fanout.listened(["device:a", "device:c"]):  # noqa: ASYNC110 - the state is in Redis
+            await anyio.sleep(0.01)
+
+
 # -- Redis only ------------------------------------------------------------------------------------
 
 
@@ -154,6 +164,22 @@ async def test_a_message_published_on_one_replica_reaches_a_subscriber_on_anothe
                 await there.publish(f"interaction:{n}", "answered")
                 with anyio.fail_after(5):
                     assert await subscription.receive() == (f"interaction:{n}", "answered")
+    finally:
+        await here.aclose()
+        await there.aclose()
+
+
+@pytest.mark.redis
+async def test_a_subscription_on_one_replica_is_listened_to_as_seen_from_another(
+    redis_url: str, namespace: str
+) -> None:
+    here, there = RedisFanout(redis_url, namespace=namespace), RedisFanout(redis_url, namespace=namespace)
+    try:
+        async with here.subscribe("device:a"):
+            assert await there.listened(["device:a", "device:b"]) == {"device:a"}
+        with anyio.fail_after(5):
+            while await there.listened(["device:a"]):  # noqa: ASYNC110 - the state is in Redis
+                await anyio.sleep(0.01)
     finally:
         await here.aclose()
         await there.aclose()

@@ -23,6 +23,7 @@ from core.domain.keys import generate_keypair
 from core.events import device_topic
 from core.principal import Principal
 from core.services.auth import Accept, authenticate
+from core.services.device_list import list_devices
 from core.services.devices import DeviceCreate, register_phone
 from core.services.interactions import (
     Answer,
@@ -35,6 +36,7 @@ from core.services.interactions import (
 )
 from core.services.pairing import PairConfirm, PairInit, confirm_pairing, init_pairing
 from core.services.relay import EnvelopeCreate, QueueItem, relay_envelope
+from core.services.ring import NO_REGISTRATION, NOT_CONNECTED, ring_phone
 from core.services.stream import follow_queue
 from core.services.tokens import TokenCreate, create_sender_token
 from core.settings import explicit_settings
@@ -63,22 +65,26 @@ async def redis_admin() -> AsyncIterator[redis.asyncio.Redis]:
 
 
 @pytest.fixture
-async def replicas(tmp_path: Path, redis_admin: redis.asyncio.Redis) -> AsyncIterator[tuple[Core, Core]]:
+def namespace() -> str:
+    """Redis keys and channels of one test only (``RELAYBOX_REDIS_NAMESPACE``)."""
+    return f"relaybox-test-{secrets.token_hex(6)}"
+
+
+@pytest.fixture
+async def replicas(
+    tmp_path: Path, redis_admin: redis.asyncio.Redis, namespace: str
+) -> AsyncIterator[tuple[Core, Core]]:
     settings = explicit_settings(
         data_dir=tmp_path / "data",
         database_url=f"sqlite:///{tmp_path / 'relaybox.db'}",
         redis_url=REDIS_URL,
+        redis_namespace=namespace,
         stream_keepalive_s=60,  # a stream re-reads the store only when woken
     )
     clock = ManualClock()
     first, second = build_core(settings, clock=clock), build_core(settings, clock=clock)
-    try:
-        async with first, second:
-            yield first, second
-    finally:
-        for core in (first, second):
-            assert isinstance(core.limiter, RedisRateLimiter)
-            core.limiter.close()
+    async with first, second:
+        yield first, second
 
 
 @dataclass
@@ -105,11 +111,11 @@ async def signed_in(core: Core, ip: str, token: str) -> Principal:
     )
 
 
-async def subscribed(redis_admin: redis.asyncio.Redis, topic: str) -> None:
+async def subscribed(redis_admin: redis.asyncio.Redis, namespace: str, topic: str) -> None:
     """Wait until some replica holds a Redis subscription to ``topic``, plus a moment for the waiter
     to read the store and settle into its wait."""
     with anyio.fail_after(5):
-        while not (await redis_admin.pubsub_numsub(f"relaybox:fanout:{topic}"))[0][1]:  # noqa: ASYNC110
+        while not (await redis_admin.pubsub_numsub(f"{namespace}:fanout:{topic}"))[0][1]:  # noqa: ASYNC110
             await anyio.sleep(0.01)  # (the state is in Redis: nothing here to wait on)
     await anyio.sleep(0.3)
 
@@ -122,7 +128,7 @@ async def test_the_build_picks_the_redis_adapters_when_a_redis_url_is_set(
 
 
 async def test_a_long_poll_on_one_replica_returns_when_the_phone_answers_through_another(
-    replicas: tuple[Core, Core], redis_admin: redis.asyncio.Redis
+    replicas: tuple[Core, Core], redis_admin: redis.asyncio.Redis, namespace: str
 ) -> None:
     here, there = replicas
     account = await new_account(here)
@@ -139,7 +145,7 @@ async def test_a_long_poll_on_one_replica_returns_when_the_phone_answers_through
             returned.set()
 
         tasks.start_soon(poll)
-        await subscribed(redis_admin, answered_topic(asked.id))
+        await subscribed(redis_admin, namespace, answered_topic(asked.id))
         with anyio.fail_after(5):  # far inside the poll's 45 s: woken, not timed out
             await there.run(
                 answer_interaction, account.phone, interaction_id=asked.id, body=Answer(choice_index=1)
@@ -149,7 +155,7 @@ async def test_a_long_poll_on_one_replica_returns_when_the_phone_answers_through
 
 
 async def test_a_stream_on_one_replica_wakes_when_an_envelope_is_relayed_through_another(
-    replicas: tuple[Core, Core], redis_admin: redis.asyncio.Redis
+    replicas: tuple[Core, Core], redis_admin: redis.asyncio.Redis, namespace: str
 ) -> None:
     here, there = replicas
     account = await new_account(there)
@@ -172,7 +178,7 @@ async def test_a_stream_on_one_replica_wakes_when_an_envelope_is_relayed_through
                     return
 
         tasks.start_soon(follow)
-        await subscribed(redis_admin, device_topic(code.device_id))
+        await subscribed(redis_admin, namespace, device_topic(code.device_id))
         blob = base64.b64encode(seal(b"copied text", account.phone_secret, computer_public)).decode()
         with anyio.fail_after(5):  # far inside the 60 s keep-alive: woken by the relay's fan-out
             accepted = await there.run(
@@ -182,3 +188,63 @@ async def test_a_stream_on_one_replica_wakes_when_an_envelope_is_relayed_through
             )
             await woken.wait()
     assert received[0].seq == accepted.seq and received[0].type == "clipboard"
+
+
+async def test_a_stream_open_on_one_replica_is_presence_on_the_other_for_devices_and_ring(
+    replicas: tuple[Core, Core], redis_admin: redis.asyncio.Redis, namespace: str
+) -> None:
+    """The phone has no push service: it is reachable only through its open stream, wherever that is."""
+    here, there = replicas
+    account = await new_account(there)
+    token = await there.run(
+        create_sender_token, account.phone, body=TokenCreate(label="script", scope="phone:control")
+    )
+    sender = await signed_in(there, account.ip, token.token)
+    phone_id = account.phone.require_device()
+
+    async def phone_reachable() -> bool:
+        (phone,) = (await there.run(list_devices, account.phone)).devices
+        return phone.reachable
+
+    assert not await phone_reachable()
+    rang = await there.run(ring_phone, sender, device_id=phone_id, ip=account.ip)
+    assert NOT_CONNECTED in (rang.warnings or [])
+
+    async with anyio.create_task_group() as tasks:
+
+        async def follow() -> None:
+            async for _ in follow_queue(here, account.phone, after=0):
+                pass
+
+        tasks.start_soon(follow)
+        await subscribed(redis_admin, namespace, device_topic(phone_id))
+        assert await phone_reachable()
+        rang = await there.run(ring_phone, sender, device_id=phone_id, ip=account.ip)
+        assert NO_REGISTRATION in (rang.warnings or []) and NOT_CONNECTED not in (rang.warnings or [])
+        tasks.cancel_scope.cancel()
+    with anyio.fail_after(5):  # the stream closed: its replica unsubscribes
+        while await phone_reachable():  # noqa: ASYNC110 - the state is in Redis
+            await anyio.sleep(0.01)
+
+
+async def test_a_stopped_core_leaves_no_redis_connection_open(
+    tmp_path: Path, redis_admin: redis.asyncio.Redis, namespace: str
+) -> None:
+    """Both adapters connect under the URL's client name; after the Core stops, Redis lists none."""
+    settings = explicit_settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'relaybox.db'}",
+        redis_url=f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}client_name={namespace}",
+        redis_namespace=namespace,
+    )
+    core = build_core(settings, clock=ManualClock())
+
+    async def named_connections() -> int:
+        return sum(1 for client in await redis_admin.client_list() if client["name"] == namespace)
+
+    async with core:
+        await new_account(core)  # the limiter charges the registration's per-IP limit
+        async with core.fanout.subscribe("device:x"):
+            await core.fanout.publish("device:x", "{}")
+        assert await named_connections() >= 2  # the limiter's, the publisher's (and pub/sub's)
+    assert await named_connections() == 0

@@ -359,3 +359,14 @@ def test_the_dockerfile_copies_what_exists_and_the_ignore_file_lets_it_through()
             for source in sources:
                 assert (REPO / source).exists(), source
                 assert source.rstrip("/") in allowed, f"{source} is excluded by the ignore file"
+
+
+def test_legacy_mcp_sessions_stay_on_one_pod_through_the_service_and_the_ingress() -> None:
+    """Legacy MCP sessions live in one process (README, "Deployment"): the Ingress pins a client
+    with a cookie on /mcp, and the Service pins direct traffic by client address."""
+    service, ingress = k8s("Service"), k8s("Ingress")
+    assert service["spec"]["sessionAffinity"] == "ClientIP"
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/affinity"] == "cookie"
+    assert annotations["nginx.ingress.kubernetes.io/affinity-mode"] == "persistent"
+    assert annotations["nginx.ingress.kubernetes.io/session-cookie-path"] == "/mcp"

@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -207,6 +208,7 @@ class RelayboxServer:
         workdir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = workdir / "server.stderr"
         self.url = ""
+        self.port = port
         with self.stderr_path.open("w", encoding="utf-8") as stderr_file:
             self.process = subprocess.Popen(
                 [
@@ -251,6 +253,8 @@ class RelayboxServer:
             else:
                 match = LISTENING.match(json.loads(line).get("message", ""))
         self.url = match[1]
+        if self.port:  # reached here, whatever RELAYBOX_PUBLIC_URL (which it announces) names in front
+            self.url = f"http://127.0.0.1:{self.port}"
         with httpx.Client(timeout=2.0, trust_env=False) as http:
             while True:  # bounded: the deadline below
                 if self.process.poll() is not None:
@@ -282,6 +286,14 @@ class RelayboxServer:
     def stdout(self) -> str:
         """Everything the server has printed on stdout so far (the access log follows the URL line)."""
         return "".join(self._stdout.lines)
+
+
+def free_port() -> int:
+    """A port free on loopback now (for a server that must know its port before it starts)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ Messages are hints, never the only copy of data: a subscriber whose buffer overf
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -25,5 +26,10 @@ class Fanout(Protocol):
     async def publish(self, topic: str, message: str) -> None: ...
 
     def subscribe(self, *topics: str) -> AbstractAsyncContextManager[Subscription]: ...
+
+    async def listened(self, topics: Collection[str]) -> set[str]:
+        """Which of ``topics`` someone is subscribed to now, on any replica the fan-out reaches
+        (presence: a device's topic has a subscriber while one of its streams is open)."""
+        ...
 
     async def aclose(self) -> None: ...

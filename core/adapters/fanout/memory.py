@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 
 import anyio
@@ -65,6 +65,9 @@ class MemoryFanout:
 
     def subscriber_count(self, topic: str) -> int:
         return len(self._topics.get(topic, ()))
+
+    async def listened(self, topics: Collection[str]) -> set[str]:
+        return {topic for topic in topics if self._topics.get(topic)}
 
     async def aclose(self) -> None:
         self._topics.clear()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +90,23 @@ class RedisFanout:
                 if not channel.subscriptions and self._channels.get(name) is channel:
                     del self._channels[name]
             self._dirty.set()  # no await here: an exit under cancellation still unsubscribes
+
+    async def listened(self, topics: Collection[str]) -> set[str]:
+        """``PUBSUB NUMSUB`` counts the subscribing connections of every replica (each process holds
+        one per channel). Should Redis not answer, what this process knows: its own subscriptions."""
+        wanted = {self._channel_name(topic): topic for topic in topics}
+        if not wanted:
+            return set()
+        self._bind_loop()
+        try:
+            counts = await self._publisher().pubsub_numsub(*wanted)
+        except RedisError as error:
+            log.warning("fan-out presence query failed: %s: %s", type(error).__name__, error)
+            return {topic for name, topic in wanted.items() if name in self._channels}
+        listened = {
+            name.encode() if isinstance(name, str) else name for name, count in counts if int(count) > 0
+        }
+        return {topic for name, topic in wanted.items() if name in listened}
 
     async def ping(self) -> None:
         """Readiness (``/readyz``): Redis answers PING on this process's publishing connection."""

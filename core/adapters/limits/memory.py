@@ -26,6 +26,9 @@ class MemoryRateLimiter:
             self._logs.clear()
             self._expiry.clear()
 
+    def close(self) -> None:
+        """Nothing to release: the counts live in this process."""
+
     def _evaluate(self, checks: list[LimitCheck], now: float, cost: int, *, charge: bool) -> LimitDecision:
         with self._lock:
             self._sweep(now)
