@@ -45,23 +45,18 @@ import base64
 import gc
 import hashlib
 import json
-import math
 import os
 import re
 import secrets
-import shutil
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -69,6 +64,21 @@ import httpx2
 
 from connector.outputs import DeviceInfo, DeviceListing  # the bare tool returns relaybox's shape
 from core.domain.keys import generate_keypair
+from harness import (
+    BASELINE_LISTENING,
+    STARTUP_TIMEOUT_S,
+    BenchError,
+    Server,
+    describe,
+    free_socket,
+    percentile,
+    relaybox_command,
+    remove_work_dir,
+    run_loop,
+    start_server,
+    stop_on_sigterm,
+    stop_servers,
+)
 
 GOAL_RATIO = 0.8
 LEGACY = "legacy"
@@ -86,15 +96,8 @@ SCOPES = [
     "files:send",
 ]
 REDIRECT_URI = "http://127.0.0.1:3030/callback"  # never listened on: the code is read from the redirect
-LISTENING = ("relaybox is listening on ", "baseline is listening on ")
-STARTUP_TIMEOUT_S = 30.0
-STOP_GRACE_S = 5.0
 REQUEST_TIMEOUT_S = 10.0
 CLIENT_INFO = {"name": "relaybox-bench", "version": "1.0.0"}
-
-
-class BenchError(RuntimeError):
-    """The run could not complete (a server failed, a request timed out, a setup step was refused)."""
 
 
 # -- the baseline server (its own process: ``--serve-baseline``) --------------------------------
@@ -124,9 +127,7 @@ def serve_baseline() -> int:
         """List the user's paired devices."""
         return listing
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = free_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     security = TransportSecuritySettings(
         allowed_hosts=[url.removeprefix("http://"), "127.0.0.1", "127.0.0.1:*"], allowed_origins=[url]
@@ -134,7 +135,7 @@ def serve_baseline() -> int:
     app = mcp.streamable_http_app(
         streamable_http_path="/mcp", transport_security=security, max_request_body_size=4 * 1024 * 1024
     )
-    print(f"{LISTENING[1]}{url}", flush=True)
+    print(f"{BASELINE_LISTENING}{url}", flush=True)
     config = uvicorn.Config(
         app,
         log_level="info",
@@ -151,91 +152,6 @@ def serve_baseline() -> int:
 
     FrozenServer(config).run(sockets=[sock])
     return 0
-
-
-# -- server processes ---------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_dir: Path
-    url: str = ""
-
-    @property
-    def address(self) -> tuple[str, int]:
-        host, _, port = self.url.removeprefix("http://").rpartition(":")
-        return host, int(port)
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds the server process has used so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log(self, stream: str) -> str:
-        path = self.log_dir / f"{self.name}.{stream}"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def stderr_tail(self, lines: int = 15) -> str:
-        return "\n".join(self.log("stderr").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def server_env(data_dir: Path) -> dict[str, str]:
-    """The inherited environment minus any RELAYBOX_* setting."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
-    env["RELAYBOX_DATA_DIR"] = str(data_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def start_server(name: str, command: list[str], work_dir: Path, timeout_s: float) -> Server:
-    """Start a server whose first stdout line announces its URL, and wait until it accepts
-    connections. stdout and stderr go to files (uvicorn's access log is on stdout)."""
-    log_dir = work_dir / "logs"
-    log_dir.mkdir(exist_ok=True)
-    with (log_dir / f"{name}.stdout").open("wb") as out, (log_dir / f"{name}.stderr").open("wb") as err:
-        process = subprocess.Popen(
-            command,
-            cwd=work_dir,  # no stray .env is picked up
-            env=server_env(work_dir / "data"),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-        )
-    server = Server(name, process, log_dir)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not server.alive():
-            raise BenchError(f"{name} exited with {process.returncode}:\n{server.stderr_tail()}")
-        first, newline, _ = server.log("stdout").partition("\n")
-        if newline and first.startswith(LISTENING):
-            server.url = first.split(" on ", 1)[1].strip()
-        if server.url and accepts_connections(server.address):
-            return server
-        time.sleep(0.05)
-    server.stop()
-    raise BenchError(f"{name} was not accepting connections after {timeout_s:.0f} s")
-
-
-def accepts_connections(address: tuple[str, int]) -> bool:
-    try:
-        socket.create_connection(address, timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 # -- relaybox setup: a phone and a connector token through the OAuth flow -----------------------
@@ -557,21 +473,7 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> Measured:
     return Measured(rounds, sdk)
 
 
-def run_loop(main: Coroutine[Any, Any, Measured]) -> Measured:
-    """Run the load generator on uvloop when it is installed (as the servers are)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
-
-
 # -- the report ---------------------------------------------------------------------------------
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
 
 
 @dataclass(frozen=True)
@@ -696,7 +598,7 @@ def run(args: argparse.Namespace, work_dir: Path, servers: list[Server]) -> bool
     started, for the caller to stop whatever happens."""
     deadline = time.monotonic() + args.deadline
     commands = {
-        "relaybox": [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", "data"],
+        "relaybox": relaybox_command("data"),
         "bare": [sys.executable, str(Path(__file__).resolve()), "--serve-baseline"],
     }
     for name, command in commands.items():
@@ -710,16 +612,11 @@ def run(args: argparse.Namespace, work_dir: Path, servers: list[Server]) -> bool
     return report(measured, args)
 
 
-def on_sigterm(_signum: int, _frame: object) -> NoReturn:
-    print("FAILED: interrupted by SIGTERM; stopping the servers", flush=True)
-    raise SystemExit(2)  # unwinds through the finally that stops the servers
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.serve_baseline:
         return serve_baseline()
-    signal.signal(signal.SIGTERM, on_sigterm)
+    stop_on_sigterm("the servers")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-mcp-bench-"))
     servers: list[Server] = []
     outcome = 2  # the run failed unless it gets as far as the report
@@ -731,32 +628,9 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, httpx.HTTPError, httpx2.HTTPError, ExceptionGroup) as exc:
         print(f"FAILED: {describe(exc)}")
     finally:
-        alive = [server.alive() for server in servers]
-        for server in servers:
-            server.stop()
-        for server, was_alive in zip(servers, alive, strict=True):
-            health(server, was_alive)
-        if args.keep:
-            print(f"kept {work_dir}")
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
+        stop_servers(servers)
+        remove_work_dir(work_dir, args.keep)
     return outcome
-
-
-def health(server: Server, was_alive: bool) -> None:
-    """Say how a server fared: alive to the end, and any traceback in its log."""
-    state = "ran to the end" if was_alive else f"DIED (exit {server.process.returncode})"
-    tracebacks = server.log("stderr").count("Traceback")
-    print(f"{server.name}: {state}; tracebacks in its log: {tracebacks}")
-    if tracebacks or not was_alive:
-        print(server.stderr_tail())
-
-
-def describe(exc: BaseException) -> str:
-    """The first leaf of an exception group, or the exception itself."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 if __name__ == "__main__":

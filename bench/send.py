@@ -51,24 +51,19 @@ import argparse
 import asyncio
 import base64
 import json
-import math
 import os
 import secrets
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -77,9 +72,25 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from core.domain.keys import generate_keypair
+from harness import (
+    BASELINE_LISTENING,
+    RAISED_LIMIT,
+    STARTUP_TIMEOUT_S,
+    BenchError,
+    Server,
+    describe,
+    free_socket,
+    percentile,
+    raised_limits,
+    relaybox_command,
+    remove_work_dir,
+    run_loop,
+    start_server,
+    stop_on_sigterm,
+    stop_servers,
+)
 
 GOAL_RATIO = 0.6
-RAISED_LIMIT = 1_000_000_000  # every rate limit, for the run
 RAISED_SETTINGS = (
     "LIMIT_TOKEN_BURST",
     "LIMIT_TOKEN_MONTHLY",
@@ -89,9 +100,6 @@ RAISED_SETTINGS = (
     "REGISTER_PER_IP_PER_MINUTE",
     "PAIR_INIT_PER_IP_PER_MINUTE",
 )
-LISTENING = ("relaybox is listening on ", "baseline is listening on ")
-STARTUP_TIMEOUT_S = 30.0
-STOP_GRACE_S = 5.0
 REQUEST_TIMEOUT_S = 10.0
 SEND_BODY = {
     "message": "Backup of build-01 finished: 41.2 GB in 12 min, 0 errors.",
@@ -99,10 +107,6 @@ SEND_BODY = {
     "priority": "default",
     "tags": ["bench", "backup"],
 }
-
-
-class BenchError(RuntimeError):
-    """The run could not complete (a server failed, a request timed out, a setup step was refused)."""
 
 
 # -- the baseline server (its own process: ``--serve-baseline``) --------------------------------
@@ -117,106 +121,14 @@ def serve_baseline() -> int:
     """Serve ``POST /bare`` on a free port the way ``connector.serve`` serves relaybox."""
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    print(f"{LISTENING[1]}http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    sock = free_socket()
+    print(f"{BASELINE_LISTENING}http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     app = Starlette(routes=[Route("/bare", bare, methods=["POST"])])
     config = uvicorn.Config(
         app, log_level="info", access_log=True, proxy_headers=True, timeout_graceful_shutdown=3
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
-
-
-# -- server processes ---------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_dir: Path
-    url: str = ""
-
-    @property
-    def address(self) -> tuple[str, int]:
-        host, _, port = self.url.removeprefix("http://").rpartition(":")
-        return host, int(port)
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds the server process has used so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log(self, stream: str) -> str:
-        path = self.log_dir / f"{self.name}.{stream}"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def stderr_tail(self, lines: int = 15) -> str:
-        return "\n".join(self.log("stderr").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def server_env(data_dir: Path) -> dict[str, str]:
-    """The inherited environment minus any RELAYBOX_* setting, with every limit raised for the run."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
-    env.update({f"RELAYBOX_{name}": str(RAISED_LIMIT) for name in RAISED_SETTINGS})
-    env["RELAYBOX_DATA_DIR"] = str(data_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def start_server(
-    name: str, command: list[str], work_dir: Path, timeout_s: float, env: dict[str, str] | None = None
-) -> Server:
-    """Start a server whose first stdout line announces its URL, and wait until it accepts
-    connections. stdout and stderr go to files: uvicorn writes its access log to stdout, and a file,
-    unlike an undrained pipe, never blocks the server."""
-    log_dir = work_dir / "logs"
-    log_dir.mkdir(exist_ok=True)
-    with (log_dir / f"{name}.stdout").open("wb") as out, (log_dir / f"{name}.stderr").open("wb") as err:
-        process = subprocess.Popen(
-            command,
-            cwd=work_dir,  # no stray .env is picked up
-            env=server_env(work_dir / "data") | (env or {}),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-        )
-    server = Server(name, process, log_dir)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not server.alive():
-            raise BenchError(f"{name} exited with {process.returncode}:\n{server.stderr_tail()}")
-        first, newline, _ = server.log("stdout").partition("\n")
-        if newline and first.startswith(LISTENING):
-            server.url = first.split(" on ", 1)[1].strip()
-        if server.url and accepts_connections(server.address):
-            return server
-        time.sleep(0.05)
-    server.stop()
-    raise BenchError(f"{name} was not accepting connections after {timeout_s:.0f} s")
-
-
-def accepts_connections(address: tuple[str, int]) -> bool:
-    """The URL line comes out before uvicorn listens on the socket, so probe it."""
-    try:
-        socket.create_connection(address, timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 # -- relaybox setup: a phone, one paired computer, a sender token -------------------------------
@@ -397,21 +309,7 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> list[Round
     return rounds
 
 
-def run_loop(main: Coroutine[Any, Any, list[Round]]) -> list[Round]:
-    """Run the load generator on uvloop when it is installed (as the servers are)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
-
-
 # -- the report ---------------------------------------------------------------------------------
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
 
 
 @dataclass(frozen=True)
@@ -550,12 +448,12 @@ def run(args: argparse.Namespace, work_dir: Path, servers: list[Server], cleanup
         return run_scale_out(args, work_dir, servers, cleanup)
     deadline = time.monotonic() + args.deadline
     commands = {
-        "relaybox": [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", "data"],
+        "relaybox": relaybox_command("data"),
         "bare": [sys.executable, str(Path(__file__).resolve()), "--serve-baseline"],
     }
     for name, command in commands.items():
         timeout = min(STARTUP_TIMEOUT_S, deadline - time.monotonic())
-        servers.append(start_server(name, command, work_dir, timeout))
+        servers.append(start_server(name, command, work_dir, timeout, raised_limits(*RAISED_SETTINGS)))
     relay, bare = servers
     token = sender_token(relay.url)
     print(f"relaybox pid {relay.process.pid} at {relay.url}, bare pid {bare.process.pid} at {bare.url}")
@@ -577,9 +475,10 @@ def run_scale_out(
     deadline = time.monotonic() + args.deadline
     shared = cleanup.enter_context(shared_store(args.postgres, args.redis))
     for n in (1, 2):
-        command = [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", f"data-{n}"]
+        command = relaybox_command(f"data-{n}")
         timeout = min(STARTUP_TIMEOUT_S, deadline - time.monotonic())
-        servers.append(start_server(f"replica-{n}", command, work_dir, timeout, env=shared))
+        settings = raised_limits(*RAISED_SETTINGS) | shared
+        servers.append(start_server(f"replica-{n}", command, work_dir, timeout, settings))
     first, second = servers
     tokens = tuple(sender_token(first.url) for _ in range(args.accounts))
     print(
@@ -608,16 +507,11 @@ def run_scale_out(
     return one.failures == two.failures == 0
 
 
-def on_sigterm(_signum: int, _frame: object) -> NoReturn:
-    print("FAILED: interrupted by SIGTERM; stopping the servers", flush=True)
-    raise SystemExit(2)  # unwinds through the finally that stops the servers
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.serve_baseline:
         return serve_baseline()
-    signal.signal(signal.SIGTERM, on_sigterm)
+    stop_on_sigterm("the servers")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-send-bench-"))
     servers: list[Server] = []
     cleanup = ExitStack()  # closed after the servers stopped: the database they use is dropped
@@ -630,33 +524,10 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, httpx.HTTPError, ExceptionGroup) as exc:
         print(f"FAILED: {describe(exc)}")
     finally:
-        alive = [server.alive() for server in servers]
-        for server in servers:
-            server.stop()
-        for server, was_alive in zip(servers, alive, strict=True):
-            health(server, was_alive)
+        stop_servers(servers)
         cleanup.close()
-        if args.keep:
-            print(f"kept {work_dir}")
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
+        remove_work_dir(work_dir, args.keep)
     return outcome
-
-
-def health(server: Server, was_alive: bool) -> None:
-    """Say how a server fared: alive to the end, and any traceback in its log."""
-    state = "ran to the end" if was_alive else f"DIED (exit {server.process.returncode})"
-    tracebacks = server.log("stderr").count("Traceback")
-    print(f"{server.name}: {state}; tracebacks in its log: {tracebacks}")
-    if tracebacks or not was_alive:
-        print(server.stderr_tail())
-
-
-def describe(exc: BaseException) -> str:
-    """The first leaf of an exception group, or the exception itself."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 if __name__ == "__main__":
