@@ -173,20 +173,31 @@ def start_server(
             preexec_fn=None if fd_limit is None else limit_fds,  # no threads exist yet in this process
         )
     server = Server(name, process, log_dir, tail_lines=tail_lines)
+    try:
+        wait_until_ready(server, timeout_s, probe)
+    except BaseException:  # the caller only stops what it got back: SIGTERM's SystemExit included
+        server.stop()
+        raise
+    return server
+
+
+def wait_until_ready(server: Server, timeout_s: float, probe: bool) -> None:
+    """Until the server has announced its URL (and, with ``probe``, accepts connections)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not server.alive():
-            raise BenchError(f"{name} exited with {process.returncode}:\n{server.stderr_tail()}")
+            raise BenchError(
+                f"{server.name} exited with {server.process.returncode}:\n{server.stderr_tail()}"
+            )
         first, newline, _ = server.log("stdout").partition("\n")
         if newline and first.startswith((LISTENING, BASELINE_LISTENING)):
             server.url = first.split(" on ", 1)[1].strip()
         if server.url and (not probe or accepts_connections(server.address)):
-            return server
+            return
         time.sleep(0.05)
-    server.stop()
     if probe:
-        raise BenchError(f"{name} was not accepting connections after {timeout_s:.0f} s")
-    raise BenchError(f"{name} did not announce its URL within {timeout_s:.0f} s")
+        raise BenchError(f"{server.name} was not accepting connections after {timeout_s:.0f} s")
+    raise BenchError(f"{server.name} did not announce its URL within {timeout_s:.0f} s")
 
 
 def accepts_connections(address: tuple[str, int]) -> bool:
