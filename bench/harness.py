@@ -18,12 +18,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 RAISED_LIMIT = 1_000_000_000  # a rate limit raised for the run
+SEND_CLASS_LIMITS = (  # what limits sending: per token, per receiver, per client address
+    "LIMIT_TOKEN_BURST",
+    "LIMIT_TOKEN_MONTHLY",
+    "LIMIT_RECEIVER_DAILY",
+    "LIMIT_IP_MINUTE",
+    "LIMIT_IP_HOUR",
+)
 LISTENING = "relaybox is listening on "  # the first stdout line of ``relaybox serve``
 BASELINE_LISTENING = "baseline is listening on "  # the same line of a script's own baseline server
 STARTUP_TIMEOUT_S = 30.0
@@ -264,6 +271,19 @@ def stop_on_sigterm(what: str) -> None:
         raise SystemExit(2)  # unwinds through the finally that stops the servers
 
     signal.signal(signal.SIGTERM, on_sigterm)
+
+
+async def bounded(count: int, limit: int, job: Callable[[int], Awaitable[None]]) -> None:
+    """Run ``job(0..count-1)`` with at most ``limit`` running at once; the first error propagates."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(index: int) -> None:
+        async with gate:
+            await job(index)
+
+    async with asyncio.TaskGroup() as group:
+        for index in range(count):
+            group.create_task(one(index))
 
 
 def describe(exc: BaseException) -> str:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import math
 import os
@@ -42,16 +41,18 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.domain.keys import generate_keypair
+from devices import phone_request
 from harness import (
+    SEND_CLASS_LIMITS,
     STARTUP_TIMEOUT_S,
     BenchError,
     Server,
+    bounded,
     describe,
     percentile,
     raise_fd_limit,
@@ -69,14 +70,7 @@ GOAL_KB_PER_POLL = 50.0
 GOAL_P99_MS = 50.0
 MAX_PENDING_PER_ACCOUNT = 10  # core.services.interactions.MAX_PENDING
 MAX_WAIT_S = 45  # the server clamps ``wait`` to 0-45
-RAISED_SETTINGS = (
-    "LIMIT_TOKEN_BURST",
-    "LIMIT_TOKEN_MONTHLY",
-    "LIMIT_RECEIVER_DAILY",
-    "LIMIT_IP_MINUTE",
-    "LIMIT_IP_HOUR",
-    "REGISTER_PER_IP_PER_MINUTE",
-)
+RAISED_SETTINGS = (*SEND_CLASS_LIMITS, "REGISTER_PER_IP_PER_MINUTE")
 REQUEST_TIMEOUT_S = 15.0
 ANSWER_MARGIN_S = 5.0  # the last answer must go out this long before the first poll's wait ends
 QUIET_CPU_S = 0.01  # server CPU over one QUIET_WINDOW_S that counts as "every poll is waiting"
@@ -196,19 +190,6 @@ class Pool:
         self._idle.clear()
 
 
-async def bounded(count: int, limit: int, job: Callable[[int], Awaitable[None]]) -> None:
-    """Run ``job(0..count-1)`` with at most ``limit`` running at once; the first error propagates."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(index: int) -> None:
-        async with gate:
-            await job(index)
-
-    async with asyncio.TaskGroup() as group:
-        for index in range(count):
-            group.create_task(one(index))
-
-
 # -- setup: accounts, tokens, questions ------------------------------------------------------------
 
 
@@ -234,8 +215,7 @@ async def set_up(
     progress.start(f"registering {count} phones with a sender token each", count)
 
     async def register(index: int) -> None:
-        key = base64.b64encode(generate_keypair()[1]).decode()
-        body = {"public_key": key, "name": f"bench {index}"}
+        body = phone_request(generate_keypair()[1], f"bench {index}")
         phone, _, _ = await pool.call("POST", "/v1/devices", None, body, 201)
         device_token = str(phone["device_token"])
         token, _, _ = await pool.call("POST", "/v1/tokens", device_token, {"label": "bench"}, 201)

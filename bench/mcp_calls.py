@@ -64,6 +64,7 @@ import httpx2
 
 from connector.outputs import DeviceInfo, DeviceListing  # the bare tool returns relaybox's shape
 from core.domain.keys import generate_keypair
+from devices import bearer, expect, pair_confirm_request, register_phone
 from harness import (
     BASELINE_LISTENING,
     STARTUP_TIMEOUT_S,
@@ -157,18 +158,6 @@ def serve_baseline() -> int:
 # -- relaybox setup: a phone and a connector token through the OAuth flow -----------------------
 
 
-def b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
-
-
-def expect(response: httpx.Response, status: int) -> dict[str, Any]:
-    if response.status_code != status:
-        request = response.request
-        raise BenchError(f"{request.method} {request.url.path}: {response.status_code} {response.text[:200]}")
-    body: dict[str, Any] = response.json()
-    return body
-
-
 def consent_page(html: str) -> tuple[str, str, str]:
     """The consent session id, the six-digit code the phone confirms, and the CSRF token."""
     session = re.search(r'data-status-url="/oauth/consent/([^/"]+)/status"', html)
@@ -187,8 +176,7 @@ def connector_token(url: str) -> str:
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
     state, resource = secrets.token_urlsafe(12), f"{url}/mcp"
     with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as http:  # keeps cookies
-        phone = expect(http.post("/v1/devices", json={"public_key": b64(phone_key), "name": PHONE_NAME}), 201)
-        phone_auth = {"Authorization": f"Bearer {phone['device_token']}"}
+        phone_auth = register_phone(http, phone_key, PHONE_NAME)
         registration = {
             "client_name": "relaybox bench",
             "redirect_uris": [REDIRECT_URI],
@@ -210,7 +198,7 @@ def connector_token(url: str) -> str:
         if page.status_code != 200:
             raise BenchError(f"GET /oauth/authorize: {page.status_code} {page.text[:200]}")
         session_id, code, csrf = consent_page(page.text)
-        confirm = {"code": code, "public_key": b64(phone_key), "intent": "connector"}
+        confirm = pair_confirm_request(code, phone_key) | {"intent": "connector"}
         expect(http.post("/v1/pair/confirm", json=confirm, headers=phone_auth), 200)
         expect(http.get(f"/oauth/consent/{session_id}/status", params={"wait": "0"}), 200)
         decision = http.post(
@@ -245,7 +233,7 @@ class Target:
 
     @property
     def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return bearer(self.token) if self.token else {}
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import secrets
@@ -63,7 +62,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -72,9 +70,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from core.domain.keys import generate_keypair
+from devices import b64, bearer, expect, pair_confirm_request, pair_init_request, register_phone
 from harness import (
     BASELINE_LISTENING,
     RAISED_LIMIT,
+    SEND_CLASS_LIMITS,
     STARTUP_TIMEOUT_S,
     BenchError,
     Server,
@@ -91,15 +91,7 @@ from harness import (
 )
 
 GOAL_RATIO = 0.6
-RAISED_SETTINGS = (
-    "LIMIT_TOKEN_BURST",
-    "LIMIT_TOKEN_MONTHLY",
-    "LIMIT_RECEIVER_DAILY",
-    "LIMIT_IP_MINUTE",
-    "LIMIT_IP_HOUR",
-    "REGISTER_PER_IP_PER_MINUTE",
-    "PAIR_INIT_PER_IP_PER_MINUTE",
-)
+RAISED_SETTINGS = (*SEND_CLASS_LIMITS, "REGISTER_PER_IP_PER_MINUTE", "PAIR_INIT_PER_IP_PER_MINUTE")
 REQUEST_TIMEOUT_S = 10.0
 SEND_BODY = {
     "message": "Backup of build-01 finished: 41.2 GB in 12 min, 0 errors.",
@@ -134,31 +126,18 @@ def serve_baseline() -> int:
 # -- relaybox setup: a phone, one paired computer, a sender token -------------------------------
 
 
-def b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
-
-
-def expect(response: httpx.Response, status: int) -> dict[str, Any]:
-    if response.status_code != status:
-        request = response.request
-        raise BenchError(f"{request.method} {request.url.path}: {response.status_code} {response.text[:200]}")
-    body: dict[str, Any] = response.json()
-    return body
-
-
 def sender_token(url: str) -> str:
     """Register a phone, pair a computer, mint a sender token; check one send reaches both devices
     and that the limits really were raised. Returns the token."""
     phone_key, computer_key = generate_keypair()[1], generate_keypair()[1]
     with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as api:
-        phone = expect(api.post("/v1/devices", json={"public_key": b64(phone_key), "name": "bench"}), 201)
-        phone_auth = {"Authorization": f"Bearer {phone['device_token']}"}
-        init = {"public_key": b64(computer_key), "surface_kind": "cli", "name": "bench laptop"}
+        phone_auth = register_phone(api, phone_key, "bench")
+        init = pair_init_request(computer_key, "bench laptop")
         code = expect(api.post("/v1/pair/init", json=init), 201)["code"]
-        confirm = {"code": code, "public_key": b64(phone_key)}
+        confirm = pair_confirm_request(code, phone_key)
         expect(api.post("/v1/pair/confirm", json=confirm, headers=phone_auth), 200)
         token: str = expect(api.post("/v1/tokens", json={"label": "bench"}, headers=phone_auth), 201)["token"]
-        probe = api.post("/v1/send", json=SEND_BODY, headers={"Authorization": f"Bearer {token}"})
+        probe = api.post("/v1/send", json=SEND_BODY, headers=bearer(token))
     if len(expect(probe, 200)["delivered_to"]) != 2:
         raise BenchError(f"the probe send did not reach the phone and the computer: {probe.text}")
     if int(probe.headers.get("x-ratelimit-limit", "0")) < RAISED_LIMIT:

@@ -29,23 +29,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from core.domain.envelope import seal
 from core.domain.keys import generate_keypair
+from devices import b64, bearer, expect, pair_confirm_request, pair_init_request, phone_request
 from harness import (
     BenchError,
     Server,
+    bounded,
     percentile,
     raise_fd_limit,
     relaybox_command,
@@ -70,11 +70,7 @@ class Device:
 
     @property
     def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
-
-    @property
-    def public_b64(self) -> str:
-        return base64.b64encode(self.public_key).decode()
+        return bearer(self.token)
 
 
 @dataclass
@@ -113,46 +109,18 @@ def server_settings(streams: int) -> dict[str, str]:
 # -- devices -----------------------------------------------------------------------------------
 
 
-def b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
-
-
-def expect(response: httpx.Response, status: int) -> dict[str, Any]:
-    if response.status_code != status:
-        raise BenchError(
-            f"{response.request.method} {response.request.url.path}: "
-            f"{response.status_code} {response.text[:200]}"
-        )
-    body: dict[str, Any] = response.json()
-    return body
-
-
 async def register_phone(api: httpx.AsyncClient) -> Device:
     secret, public = generate_keypair()
-    body = expect(await api.post("/v1/devices", json={"public_key": b64(public), "name": "bench phone"}), 201)
+    body = expect(await api.post("/v1/devices", json=phone_request(public, "bench phone")), 201)
     return Device(body["device_id"], body["device_token"], secret, public)
 
 
 async def pair_computer(api: httpx.AsyncClient, phone: Device, number: int) -> Device:
     secret, public = generate_keypair()
-    init = {"public_key": b64(public), "surface_kind": "cli", "name": f"bench {number}"}
-    started = expect(await api.post("/v1/pair/init", json=init), 201)
-    confirm = {"code": started["code"], "public_key": phone.public_b64}
+    started = expect(await api.post("/v1/pair/init", json=pair_init_request(public, f"bench {number}")), 201)
+    confirm = pair_confirm_request(started["code"], phone.public_key)
     expect(await api.post("/v1/pair/confirm", json=confirm, headers=phone.auth), 200)
     return Device(started["device_id"], started["device_token"], secret, public)
-
-
-async def bounded(count: int, limit: int, job: Callable[[int], Awaitable[None]]) -> None:
-    """Run ``job(0..count-1)`` with at most ``limit`` running at once; the first error propagates."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(index: int) -> None:
-        async with gate:
-            await job(index)
-
-    async with asyncio.TaskGroup() as group:
-        for index in range(count):
-            group.create_task(one(index))
 
 
 async def pair_all(
