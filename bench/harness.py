@@ -1,14 +1,13 @@
-"""What the benchmark scripts share: the server processes they start, watch and stop, and the
-plumbing of a run (its error, the event loop, the clean-up and what it says about the servers).
+"""What the benchmark scripts share on the server side: the server processes they start, watch
+and stop, their error, and the end of a run (the clean-up and what it says about the servers).
 
 The scripts run as ``.venv/bin/python bench/<script>.py``, so ``bench/`` is on ``sys.path`` and
-they import this file as ``harness``. It is not a benchmark itself.
+they import this file as ``harness`` (the client side is ``loadgen``, the device set-up
+``devices``). It is not a benchmark itself.
 """
 
 from __future__ import annotations
 
-import asyncio
-import math
 import os
 import re
 import resource
@@ -18,10 +17,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 RAISED_LIMIT = 1_000_000_000  # a rate limit raised for the run
 SEND_CLASS_LIMITS = (  # what limits sending: per token, per receiver, per client address
@@ -273,35 +272,8 @@ def stop_on_sigterm(what: str) -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
-async def bounded(count: int, limit: int, job: Callable[[int], Awaitable[None]]) -> None:
-    """Run ``job(0..count-1)`` with at most ``limit`` running at once; the first error propagates."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(index: int) -> None:
-        async with gate:
-            await job(index)
-
-    async with asyncio.TaskGroup() as group:
-        for index in range(count):
-            group.create_task(one(index))
-
-
 def describe(exc: BaseException) -> str:
     """The first leaf of an exception group, or the exception itself."""
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
-
-
-def run_loop(main: Coroutine[Any, Any, T]) -> T:
-    """Run on uvloop when it is installed (as the servers are)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]

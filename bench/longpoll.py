@@ -52,19 +52,17 @@ from harness import (
     STARTUP_TIMEOUT_S,
     BenchError,
     Server,
-    bounded,
     describe,
-    percentile,
     raise_fd_limit,
     raised_limits,
     relaybox_command,
     remove_work_dir,
-    run_loop,
     server_health,
     start_server,
     stop_on_sigterm,
     stop_servers,
 )
+from loadgen import bounded, percentile, read_response, run_loop
 
 GOAL_KB_PER_POLL = 50.0
 GOAL_P99_MS = 50.0
@@ -127,21 +125,13 @@ class Connection:
         """The next response (it must have a Content-Length): status and JSON body."""
         try:
             async with asyncio.timeout(timeout_s):
-                head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                length = None
-                for line in head[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                if length is None:
-                    raise BenchError(f"a response without Content-Length: {head[0]}")
-                raw = await self.reader.readexactly(length)
+                status, _, raw = await read_response(self.reader)
         except TimeoutError:
             raise BenchError(f"no response within {timeout_s:.0f} s") from None
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             raise BenchError(f"connection failed: {type(exc).__name__} {exc}") from exc
         decoded: dict[str, Any] = json.loads(raw) if raw else {}
-        return int(head[0].split(" ", 2)[1]), decoded
+        return status, decoded
 
     async def call(self, request: bytes, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[int, dict[str, Any]]:
         self.write(request)

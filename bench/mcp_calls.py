@@ -49,12 +49,10 @@ import os
 import re
 import secrets
 import socket
-import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -72,14 +70,13 @@ from harness import (
     Server,
     describe,
     free_socket,
-    percentile,
     relaybox_command,
     remove_work_dir,
-    run_loop,
     start_server,
     stop_on_sigterm,
     stop_servers,
 )
+from loadgen import Round, Summary, read_response, run_loop, run_round, summarize
 
 GOAL_RATIO = 0.8
 LEGACY = "legacy"
@@ -303,26 +300,6 @@ def call_request(target: Target, era: str, session_id: str | None) -> bytes:
     )
 
 
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes], bytes]:
-    """One HTTP/1.1 response with a Content-Length or chunked body (legacy answers are SSE)."""
-    head = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
-    headers: dict[bytes, bytes] = {}
-    for line in head[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip()
-    status = int(head[0].split(b" ", 2)[1])
-    if b"content-length" in headers:
-        return status, headers, await reader.readexactly(int(headers[b"content-length"]))
-    if headers.get(b"transfer-encoding") != b"chunked":
-        raise BenchError(f"a response without Content-Length or chunked body: {head[0]!r}")
-    chunks: list[bytes] = []
-    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-        chunks.append(await reader.readexactly(size))
-        await reader.readexactly(2)
-    await reader.readuntil(b"\r\n")  # the empty trailer section
-    return status, headers, b"".join(chunks)
-
-
 def is_tool_result(status: int, body: bytes) -> bool:
     """A 200 whose JSON-RPC message is a tool result that is not an error (compact JSON)."""
     return status == 200 and b'"result":' in body and b'"isError":true' not in body
@@ -373,60 +350,13 @@ async def prepare_calls(target: Target, era: str, slots: int) -> list[bytes]:
 # -- the load generator -------------------------------------------------------------------------
 
 
-@dataclass
-class Round:
-    target: str
-    era: str
-    seconds: float
-    completed: int = 0  # responses read before the round's end
-    latencies_s: list[float] = field(default_factory=list)
-    outcomes: Counter[str] = field(default_factory=Counter)  # "ok", "200 not a result", "401", ...
-    samples: dict[str, str] = field(default_factory=dict)  # one body per failed outcome
-    server_cpu_s: float = 0.0
-    bench_cpu_s: float = 0.0
-
-    @property
-    def throughput(self) -> float:
-        return self.completed / self.seconds
-
-
-async def connection(target: Target, request: bytes, until: float, result: Round) -> None:
-    """One keep-alive connection sending ``request`` back to back until ``until``."""
-    reader, writer = await asyncio.open_connection(*target.server.address)
-    try:
-        while (sent := time.perf_counter()) < until:
-            writer.write(request)
-            try:
-                status, _, body = await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT_S)
-            except TimeoutError:
-                raise BenchError(f"{target.label}: no response within {REQUEST_TIMEOUT_S:.0f} s") from None
-            done = time.perf_counter()
-            result.latencies_s.append(done - sent)
-            result.completed += done <= until
-            outcome = (
-                "ok"
-                if is_tool_result(status, body)
-                else f"{status}" + (" tool error" if status == 200 else "")
-            )
-            result.outcomes[outcome] += 1
-            if outcome != "ok":
-                result.samples.setdefault(outcome, body[:200].decode(errors="replace"))
-    except (OSError, asyncio.IncompleteReadError) as exc:
-        raise BenchError(f"{target.label}: {type(exc).__name__} {exc}") from exc
-    finally:
-        writer.close()
+def tool_outcome(status: int, body: bytes) -> str:
+    return "ok" if is_tool_result(status, body) else f"{status}" + (" tool error" if status == 200 else "")
 
 
 async def load_round(target: Target, era: str, calls: list[bytes], seconds: float) -> Round:
-    result = Round(target.label, era, seconds)
-    server_cpu, bench_cpu = target.server.cpu_s(), time.process_time()
-    until = time.perf_counter() + seconds
-    async with asyncio.TaskGroup() as group:
-        for request in calls:
-            group.create_task(connection(target, request, until, result))
-    result.server_cpu_s = target.server.cpu_s() - server_cpu
-    result.bench_cpu_s = time.process_time() - bench_cpu
-    return result
+    plan = [(target.server, request) for request in calls]
+    return await run_round(Round(target.label, seconds, variant=era), [target.server], plan, tool_outcome)
 
 
 @dataclass
@@ -464,76 +394,27 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> Measured:
 # -- the report ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Summary:
-    label: str
-    era: str
-    throughputs: list[float]
-    p50_ms: float
-    p99_ms: float
-    outcomes: Counter[str]
-    samples: dict[str, str]
-    server_cpu: float  # share of one core over the rounds
-    bench_cpu: float
-    cpu_per_call_ms: float
-    bench_cpu_per_call_ms: float
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.throughputs)
-
-    @property
-    def failures(self) -> int:
-        return sum(count for outcome, count in self.outcomes.items() if outcome != "ok")
-
-
-def summarize(label: str, era: str, rounds: list[Round]) -> Summary:
-    mine = [r for r in rounds if r.target == label and r.era == era]
-    latencies = sorted(s * 1000 for r in mine for s in r.latencies_s)
-    outcomes: Counter[str] = Counter()
-    samples: dict[str, str] = {}
-    for r in mine:
-        outcomes.update(r.outcomes)
-        for outcome, body in r.samples.items():
-            samples.setdefault(outcome, body)
-    wall = sum(r.seconds for r in mine)
-    server_cpu, bench_cpu = sum(r.server_cpu_s for r in mine), sum(r.bench_cpu_s for r in mine)
-    return Summary(
-        label=label,
-        era=era,
-        throughputs=[r.throughput for r in mine],
-        p50_ms=statistics.median(latencies),
-        p99_ms=percentile(latencies, 0.99),
-        outcomes=outcomes,
-        samples=samples,
-        server_cpu=server_cpu / wall,
-        bench_cpu=bench_cpu / wall,
-        cpu_per_call_ms=server_cpu * 1000 / len(latencies),
-        bench_cpu_per_call_ms=bench_cpu * 1000 / len(latencies),
-    )
-
-
 def print_era(bare: Summary, relay: Summary, sdk: dict[tuple[str, str], SdkSample]) -> bool:
     """The era's table and goal line; True when the goal was met and every call succeeded."""
-    print(f"\n{bare.era}:")
+    print(f"\n{bare.variant}:")
     print(
         f"  {'target':<9} {'calls/s':>8} {'per round':>20} {'p50 ms':>7} {'p99 ms':>7} {'failed':>6} "
         f"{'CPU ms/call':>11} {'server CPU':>10} {'load CPU':>8} {'raw client':>10} {'SDK client':>10}"
     )
     for s in (bare, relay):
         rounds = " ".join(f"{t:.0f}" for t in s.throughputs)
-        client = sdk[s.label, s.era].cpu_ms_per_call
+        client = sdk[s.label, s.variant].cpu_ms_per_call
         print(
             f"  {s.label:<9} {s.median:>8,.0f} {rounds:>20} {s.p50_ms:>7.1f} {s.p99_ms:>7.1f} "
-            f"{s.failures:>6} {s.cpu_per_call_ms:>11.2f} {s.server_cpu:>10.0%} {s.bench_cpu:>8.0%} "
-            f"{s.bench_cpu_per_call_ms:>8.2f}ms {client:>8.2f}ms"
+            f"{s.failures:>6} {s.cpu_per_request_ms:>11.2f} {s.server_cpu:>10.0%} {s.bench_cpu:>8.0%} "
+            f"{s.bench_cpu_per_request_ms:>8.2f}ms {client:>8.2f}ms"
         )
         for outcome, body in sorted(s.samples.items()):
             print(f"    {s.label}: {s.outcomes[outcome]} x {outcome}, e.g. {body}")
     ratio = relay.median / bare.median
     met = ratio >= GOAL_RATIO
     print(
-        f"  goal ({bare.era}): relaybox >= {GOAL_RATIO}x the bare tool's calls/s (medians): "
+        f"  goal ({bare.variant}): relaybox >= {GOAL_RATIO}x the bare tool's calls/s (medians): "
         f"{'met' if met else 'MISSED'} ({ratio:.2f}x; latency p50 {relay.p50_ms / bare.p50_ms:.1f}x, "
         f"p99 {relay.p99_ms / bare.p99_ms:.1f}x the bare tool's)"
     )
@@ -549,7 +430,7 @@ def report(measured: Measured, args: argparse.Namespace) -> bool:
     print(f"SDK client, {args.sdk_calls} sequential calls each: {sdk_rates}")
     results = [
         print_era(
-            summarize("bare", era, measured.rounds), summarize("relaybox", era, measured.rounds), measured.sdk
+            summarize("bare", measured.rounds, era), summarize("relaybox", measured.rounds, era), measured.sdk
         )
         for era in ERAS
     ]

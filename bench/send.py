@@ -52,15 +52,13 @@ import asyncio
 import json
 import os
 import secrets
-import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -80,15 +78,14 @@ from harness import (
     Server,
     describe,
     free_socket,
-    percentile,
     raised_limits,
     relaybox_command,
     remove_work_dir,
-    run_loop,
     start_server,
     stop_on_sigterm,
     stop_servers,
 )
+from loadgen import Round, Summary, run_loop, run_round, summarize
 
 GOAL_RATIO = 0.6
 RAISED_SETTINGS = (*SEND_CLASS_LIMITS, "REGISTER_PER_IP_PER_MINUTE", "PAIR_INIT_PER_IP_PER_MINUTE")
@@ -195,9 +192,6 @@ class Target:
     path: str
     tokens: tuple[str, ...]
 
-    def server_cpu_s(self) -> float:
-        return sum(server.cpu_s() for server in self.servers)
-
     def request(self, token: str) -> bytes:
         """One ``POST`` with the send body and ``token``, as raw HTTP/1.1 bytes."""
         body = json.dumps(SEND_BODY).encode()
@@ -209,70 +203,17 @@ class Target:
         return head.encode() + body
 
 
-@dataclass
-class Round:
-    target: str
-    seconds: float
-    completed: int = 0  # responses read before the round's end
-    latencies_s: list[float] = field(default_factory=list)  # every response, the tail included
-    statuses: Counter[int] = field(default_factory=Counter)
-    samples: dict[int, str] = field(default_factory=dict)  # one body per non-200 status
-    server_cpu_s: float = 0.0
-    bench_cpu_s: float = 0.0
-
-    @property
-    def throughput(self) -> float:
-        return self.completed / self.seconds
-
-
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """One HTTP/1.1 response with a Content-Length body: (status, body)."""
-    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-    length = None
-    for line in head[1:]:
-        name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value)
-    if length is None:
-        raise BenchError(f"a response without Content-Length: {head[0]}")
-    return int(head[0].split(" ", 2)[1]), await reader.readexactly(length)
-
-
-async def connection(server: Server, target: Target, request: bytes, until: float, result: Round) -> None:
-    """One keep-alive connection to ``server`` sending ``request`` back to back until ``until``."""
-    reader, writer = await asyncio.open_connection(*server.address)
-    try:
-        while (sent := time.perf_counter()) < until:
-            writer.write(request)
-            try:
-                status, body = await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT_S)
-            except TimeoutError:
-                raise BenchError(f"{target.label}: no response within {REQUEST_TIMEOUT_S:.0f} s") from None
-            done = time.perf_counter()
-            result.latencies_s.append(done - sent)
-            result.completed += done <= until
-            result.statuses[status] += 1
-            if status != 200:
-                result.samples.setdefault(status, body[:200].decode(errors="replace"))
-    except (OSError, asyncio.IncompleteReadError) as exc:
-        raise BenchError(f"{target.label}: {type(exc).__name__} {exc}") from exc
-    finally:
-        writer.close()
+def status_outcome(status: int, _body: bytes) -> str:
+    return "ok" if status == 200 else str(status)
 
 
 async def load_round(target: Target, seconds: float, concurrency: int) -> Round:
     """Run ``concurrency`` connections against ``target`` for ``seconds``; measure what came back."""
     requests = [target.request(token) for token in target.tokens]
-    result = Round(target.label, seconds)
-    server_cpu, bench_cpu = target.server_cpu_s(), time.process_time()
-    until = time.perf_counter() + seconds
-    async with asyncio.TaskGroup() as group:
-        for n in range(concurrency):
-            server, request = target.servers[n % len(target.servers)], requests[n % len(requests)]
-            group.create_task(connection(server, target, request, until, result))
-    result.server_cpu_s = target.server_cpu_s() - server_cpu
-    result.bench_cpu_s = time.process_time() - bench_cpu
-    return result
+    plan = [
+        (target.servers[n % len(target.servers)], requests[n % len(requests)]) for n in range(concurrency)
+    ]
+    return await run_round(Round(target.label, seconds), target.servers, plan, status_outcome)
 
 
 async def measure(targets: list[Target], args: argparse.Namespace) -> list[Round]:
@@ -291,50 +232,6 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> list[Round
 # -- the report ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Summary:
-    label: str
-    throughputs: list[float]
-    p50_ms: float
-    p99_ms: float
-    statuses: Counter[int]
-    samples: dict[int, str]
-    server_cpu: float  # share of one core over the rounds
-    bench_cpu: float
-    cpu_per_request_ms: float
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.throughputs)
-
-    @property
-    def failures(self) -> int:
-        return sum(count for status, count in self.statuses.items() if status != 200)
-
-
-def summarize(label: str, rounds: list[Round]) -> Summary:
-    mine = [r for r in rounds if r.target == label]
-    latencies = sorted(s * 1000 for r in mine for s in r.latencies_s)
-    statuses: Counter[int] = Counter()
-    samples: dict[int, str] = {}
-    for r in mine:
-        statuses.update(r.statuses)
-        for status, body in r.samples.items():
-            samples.setdefault(status, body)
-    wall, server_cpu = sum(r.seconds for r in mine), sum(r.server_cpu_s for r in mine)
-    return Summary(
-        label=label,
-        throughputs=[r.throughput for r in mine],
-        p50_ms=statistics.median(latencies),
-        p99_ms=percentile(latencies, 0.99),
-        statuses=statuses,
-        samples=samples,
-        server_cpu=server_cpu / wall,
-        bench_cpu=sum(r.bench_cpu_s for r in mine) / wall,
-        cpu_per_request_ms=server_cpu * 1000 / len(latencies),
-    )
-
-
 def print_table(summaries: list[Summary]) -> None:
     print(
         f"{'target':<18} {'req/s':>7} {'per round':>20} {'p50 ms':>7} {'p99 ms':>7} {'non-200':>7} "
@@ -347,9 +244,9 @@ def print_table(summaries: list[Summary]) -> None:
             f"{s.cpu_per_request_ms:>10.2f} {s.server_cpu:>10.0%} {s.bench_cpu:>8.0%}"
         )
     for s in summaries:
-        for status, body in sorted(s.samples.items()):
-            print(f"  {s.label}: {s.statuses[status]} x {status}, e.g. {body}")
-            if status == 429:
+        for outcome, body in sorted(s.samples.items()):
+            print(f"  {s.label}: {s.outcomes[outcome]} x {outcome}, e.g. {body}")
+            if outcome == "429":
                 print("  (a 429: a rate limit was not raised enough for the run)")
 
 

@@ -45,8 +45,6 @@ from devices import b64, bearer, expect, pair_confirm_request, pair_init_request
 from harness import (
     BenchError,
     Server,
-    bounded,
-    percentile,
     raise_fd_limit,
     relaybox_command,
     remove_work_dir,
@@ -54,6 +52,7 @@ from harness import (
     start_server,
     stop_servers,
 )
+from loadgen import bounded, percentile
 
 GOAL_P99_MS = 100.0
 GOAL_KB_PER_STREAM = 30.0
