@@ -135,12 +135,15 @@ def server_env(data_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def raise_fd_limit() -> int:
-    """Raise this process's soft open-file limit to the hard limit; the server inherits it too."""
+def raise_fd_limit(needed: int, what: str) -> int:
+    """Raise this process's soft open-file limit to the hard limit; the server inherits it too.
+    Warns when that is under ``needed`` (the files the run will open for ``what``)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
     if soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < needed:
+        print(f"warning: open-file limit {target} may be too low for {what}", flush=True)
     return target
 
 
@@ -185,6 +188,15 @@ def start_server(
         server.stop()
         raise
     return server
+
+
+def start_relaybox(work_dir: Path, timeout_s: float, settings: Mapping[str, str], fd_limit: int) -> Server:
+    """The one ``relaybox serve`` of a run that measures a single server (``stream.py``,
+    ``longpoll.py``): named "server", announced once it listens, a longer stderr tail."""
+    command = relaybox_command(work_dir / "data")
+    return start_server(
+        "server", command, work_dir, timeout_s, settings, fd_limit=fd_limit, probe=False, tail_lines=20
+    )
 
 
 def wait_until_ready(server: Server, timeout_s: float, probe: bool) -> None:

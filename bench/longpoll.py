@@ -55,10 +55,9 @@ from harness import (
     describe,
     raise_fd_limit,
     raised_limits,
-    relaybox_command,
     remove_work_dir,
     server_health,
-    start_server,
+    start_relaybox,
     stop_on_sigterm,
     stop_servers,
 )
@@ -516,24 +515,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stop_on_sigterm("the server")
     started = time.monotonic()
-    fd_limit = raise_fd_limit()
-    if fd_limit < args.polls + 200:
-        print(f"warning: open-file limit {fd_limit} may be too low for {args.polls} polls", flush=True)
+    fd_limit = raise_fd_limit(args.polls + 200, f"{args.polls} polls")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-longpoll-bench-"))
     progress = Progress()
     server: Server | None = None
     outcome = 2  # the run failed unless it gets as far as the report
     try:
-        server = start_server(
-            "server",
-            relaybox_command(work_dir / "data"),
-            work_dir,
-            min(STARTUP_TIMEOUT_S, args.deadline),
-            raised_limits(*RAISED_SETTINGS),
-            fd_limit=fd_limit,
-            probe=False,
-            tail_lines=20,
-        )
+        timeout = min(STARTUP_TIMEOUT_S, args.deadline)
+        server = start_relaybox(work_dir, timeout, raised_limits(*RAISED_SETTINGS), fd_limit)
         print(f"server pid {server.pid} at {server.url} (data in {work_dir})", flush=True)
         remaining = args.deadline - (time.monotonic() - started)
         result = run_loop(asyncio.wait_for(measure(server, args, progress), remaining))

@@ -46,10 +46,9 @@ from harness import (
     BenchError,
     Server,
     raise_fd_limit,
-    relaybox_command,
     remove_work_dir,
     server_health,
-    start_server,
+    start_relaybox,
     stop_servers,
 )
 from loadgen import bounded, percentile
@@ -433,24 +432,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-    fd_limit = raise_fd_limit()
-    if fd_limit < args.streams * 2 + 100:
-        print(f"warning: open-file limit {fd_limit} may be too low for {args.streams} streams", flush=True)
+    fd_limit = raise_fd_limit(args.streams * 2 + 100, f"{args.streams} streams")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-bench-"))
     progress = Progress()
     server: Server | None = None
     outcome = 2  # the run failed unless it gets as far as the report
     try:
-        server = start_server(
-            "server",
-            relaybox_command(work_dir / "data"),
-            work_dir,
-            min(30.0, args.deadline),
-            server_settings(args.streams),
-            fd_limit=fd_limit,
-            probe=False,
-            tail_lines=20,
-        )
+        server = start_relaybox(work_dir, min(30.0, args.deadline), server_settings(args.streams), fd_limit)
         print(f"server pid {server.pid} at {server.url} (data in {work_dir})", flush=True)
         remaining = args.deadline - (time.monotonic() - started)
         result = asyncio.run(asyncio.wait_for(measure(server, args, progress), remaining))
