@@ -49,6 +49,7 @@ from harness import (
     remove_work_dir,
     server_health,
     start_relaybox,
+    stop_on_sigterm,
     stop_servers,
 )
 from loadgen import bounded, percentile
@@ -431,6 +432,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    stop_on_sigterm("the server")
     started = time.monotonic()
     fd_limit = raise_fd_limit(args.streams * 2 + 100, f"{args.streams} streams")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-bench-"))
