@@ -34,53 +34,45 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import math
 import os
-import re
-import resource
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 from core.domain.keys import generate_keypair
+from devices import phone_request
+from harness import (
+    SEND_CLASS_LIMITS,
+    STARTUP_TIMEOUT_S,
+    BenchError,
+    Server,
+    describe,
+    raise_fd_limit,
+    raised_limits,
+    remove_work_dir,
+    server_health,
+    start_relaybox,
+    stop_on_sigterm,
+    stop_servers,
+)
+from loadgen import bounded, percentile, read_response, run_loop
 
 GOAL_KB_PER_POLL = 50.0
 GOAL_P99_MS = 50.0
 MAX_PENDING_PER_ACCOUNT = 10  # core.services.interactions.MAX_PENDING
 MAX_WAIT_S = 45  # the server clamps ``wait`` to 0-45
-RAISED_LIMIT = 1_000_000_000
-RAISED_SETTINGS = (
-    "LIMIT_TOKEN_BURST",
-    "LIMIT_TOKEN_MONTHLY",
-    "LIMIT_RECEIVER_DAILY",
-    "LIMIT_IP_MINUTE",
-    "LIMIT_IP_HOUR",
-    "REGISTER_PER_IP_PER_MINUTE",
-)
-LISTENING = "relaybox is listening on "
-STARTUP_TIMEOUT_S = 30.0
-STOP_GRACE_S = 5.0
+RAISED_SETTINGS = (*SEND_CLASS_LIMITS, "REGISTER_PER_IP_PER_MINUTE")
 REQUEST_TIMEOUT_S = 15.0
 ANSWER_MARGIN_S = 5.0  # the last answer must go out this long before the first poll's wait ends
 QUIET_CPU_S = 0.01  # server CPU over one QUIET_WINDOW_S that counts as "every poll is waiting"
 QUIET_WINDOW_S = 0.25
 QUIET_TIMEOUT_S = 30.0
-
-T = TypeVar("T")
-
-
-class BenchError(RuntimeError):
-    """The run could not complete (the server failed, refused a request, or a poll misbehaved)."""
 
 
 @dataclass
@@ -97,123 +89,6 @@ class Progress:
 
     def describe(self) -> str:
         return f"{self.phase}: {self.done}/{self.total} done"
-
-
-# -- the server process ------------------------------------------------------------------------
-
-
-def raise_fd_limit() -> int:
-    """Raise this process's soft open-file limit to the hard limit; the server inherits it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-    if soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return target
-
-
-def server_env(data_dir: Path) -> dict[str, str]:
-    """The inherited environment minus any RELAYBOX_* setting, with every limit raised for the run."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
-    env.update({f"RELAYBOX_{name}": str(RAISED_LIMIT) for name in RAISED_SETTINGS})
-    env["RELAYBOX_DATA_DIR"] = str(data_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    log_dir: Path
-    url: str = ""
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def address(self) -> tuple[str, int]:
-        host, _, port = self.url.removeprefix("http://").rpartition(":")
-        return host, int(port)
-
-    def status_field(self, name: str) -> int:
-        """A numeric field of /proc/<pid>/status (VmRSS is in KiB)."""
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith(f"{name}:"):
-                return int(line.split()[1])
-        raise BenchError(f"no {name} in /proc/{self.pid}/status")
-
-    def rss_kb(self) -> int:
-        return self.status_field("VmRSS")
-
-    def threads(self) -> int:
-        return self.status_field("Threads")
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds the server process has used so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def open_fds(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
-
-    def fd_limit(self) -> str:
-        for line in Path(f"/proc/{self.pid}/limits").read_text().splitlines():
-            if line.startswith("Max open files"):
-                return line.split()[3]
-        return "?"
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log(self, stream: str) -> str:
-        path = self.log_dir / f"server.{stream}"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def stderr_tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log("stderr").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def start_server(work_dir: Path, fd_limit: int, timeout_s: float) -> Server:
-    """Start ``relaybox serve --port 0``; wait for the line announcing its URL. stdout (the access
-    log) and stderr go to files, which unlike an undrained pipe never block the server."""
-    data_dir, log_dir = work_dir / "data", work_dir / "logs"
-    log_dir.mkdir()
-
-    def limit_fds() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-
-    command = [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", str(data_dir)]
-    with (log_dir / "server.stdout").open("wb") as out, (log_dir / "server.stderr").open("wb") as err:
-        process = subprocess.Popen(
-            command,
-            cwd=work_dir,  # no stray .env is picked up
-            env=server_env(data_dir),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            preexec_fn=limit_fds,  # no threads exist yet in this process
-        )
-    server = Server(process, log_dir)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        first, newline, _ = server.log("stdout").partition("\n")
-        if newline and first.startswith(LISTENING):
-            server.url = first.removeprefix(LISTENING).strip()
-            return server
-        if not server.alive():
-            raise BenchError(f"the server exited with {process.returncode}:\n{server.stderr_tail()}")
-        time.sleep(0.05)
-    server.stop()
-    raise BenchError(f"the server did not announce its URL within {timeout_s:.0f} s")
 
 
 # -- a minimal HTTP/1.1 client -----------------------------------------------------------------
@@ -249,21 +124,13 @@ class Connection:
         """The next response (it must have a Content-Length): status and JSON body."""
         try:
             async with asyncio.timeout(timeout_s):
-                head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                length = None
-                for line in head[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                if length is None:
-                    raise BenchError(f"a response without Content-Length: {head[0]}")
-                raw = await self.reader.readexactly(length)
+                status, _, raw = await read_response(self.reader)
         except TimeoutError:
             raise BenchError(f"no response within {timeout_s:.0f} s") from None
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             raise BenchError(f"connection failed: {type(exc).__name__} {exc}") from exc
         decoded: dict[str, Any] = json.loads(raw) if raw else {}
-        return int(head[0].split(" ", 2)[1]), decoded
+        return status, decoded
 
     async def call(self, request: bytes, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[int, dict[str, Any]]:
         self.write(request)
@@ -312,19 +179,6 @@ class Pool:
         self._idle.clear()
 
 
-async def bounded(count: int, limit: int, job: Callable[[int], Awaitable[None]]) -> None:
-    """Run ``job(0..count-1)`` with at most ``limit`` running at once; the first error propagates."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(index: int) -> None:
-        async with gate:
-            await job(index)
-
-    async with asyncio.TaskGroup() as group:
-        for index in range(count):
-            group.create_task(one(index))
-
-
 # -- setup: accounts, tokens, questions ------------------------------------------------------------
 
 
@@ -350,8 +204,7 @@ async def set_up(
     progress.start(f"registering {count} phones with a sender token each", count)
 
     async def register(index: int) -> None:
-        key = base64.b64encode(generate_keypair()[1]).decode()
-        body = {"public_key": key, "name": f"bench {index}"}
+        body = phone_request(generate_keypair()[1], f"bench {index}")
         phone, _, _ = await pool.call("POST", "/v1/devices", None, body, 201)
         device_token = str(phone["device_token"])
         token, _, _ = await pool.call("POST", "/v1/tokens", device_token, {"label": "bench"}, 201)
@@ -494,11 +347,6 @@ class Result:
         return (self.rss_waiting_kb - self.rss_before_kb) / self.polls
 
 
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
-
-
 async def measure(server: Server, args: argparse.Namespace, progress: Progress) -> Result:
     pool = Pool(server.address)
     polls: list[Poll] = []
@@ -627,26 +475,6 @@ def report(result: Result, args: argparse.Namespace) -> bool:
     return memory_ok and latency_ok
 
 
-def server_health(server: Server, was_alive: bool) -> None:
-    """Say how the server fared (called after stopping it): alive to the end, failed answers, tracebacks."""
-    state = "ran to the end" if was_alive else f"DIED before the end (exit {server.process.returncode})"
-    failed = len(re.findall(r'HTTP/1\.1" [45]\d\d ', server.log("stdout")))
-    tracebacks = len(re.findall(r"^Traceback", server.log("stderr"), flags=re.MULTILINE))
-    print(f"server: {state}; 4xx/5xx responses: {failed}; tracebacks in its stderr: {tracebacks}")
-    if tracebacks or not was_alive:
-        print("--- server stderr (tail) ---")
-        print(server.stderr_tail())
-
-
-def run_loop(main: Coroutine[Any, Any, T]) -> T:
-    """Run on uvloop when it is installed (as the server does)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -683,24 +511,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def on_sigterm(_signum: int, _frame: object) -> NoReturn:
-    print("FAILED: interrupted by SIGTERM; stopping the server", flush=True)
-    raise SystemExit(2)  # unwinds through the finally that stops the server
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, on_sigterm)
+    stop_on_sigterm("the server")
     started = time.monotonic()
-    fd_limit = raise_fd_limit()
-    if fd_limit < args.polls + 200:
-        print(f"warning: open-file limit {fd_limit} may be too low for {args.polls} polls", flush=True)
+    fd_limit = raise_fd_limit(args.polls + 200, f"{args.polls} polls")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-longpoll-bench-"))
     progress = Progress()
     server: Server | None = None
     outcome = 2  # the run failed unless it gets as far as the report
     try:
-        server = start_server(work_dir, fd_limit, min(STARTUP_TIMEOUT_S, args.deadline))
+        timeout = min(STARTUP_TIMEOUT_S, args.deadline)
+        server = start_relaybox(work_dir, timeout, raised_limits(*RAISED_SETTINGS), fd_limit)
         print(f"server pid {server.pid} at {server.url} (data in {work_dir})", flush=True)
         remaining = args.deadline - (time.monotonic() - started)
         result = run_loop(asyncio.wait_for(measure(server, args, progress), remaining))
@@ -712,21 +534,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED during {progress.describe()}: {describe(exc)}")
     finally:
         if server is not None:
-            alive = server.alive()
-            server.stop()
-            server_health(server, alive)
-        if args.keep:
-            print(f"kept {work_dir} (server log: {work_dir / 'logs'})")
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
+            stop_servers([server], server_health)
+        remove_work_dir(work_dir, args.keep, f" (server log: {work_dir / 'logs'})")
     return outcome
-
-
-def describe(exc: BaseException) -> str:
-    """The first leaf of an exception group, or the exception itself."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 if __name__ == "__main__":

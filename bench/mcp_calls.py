@@ -45,23 +45,16 @@ import base64
 import gc
 import hashlib
 import json
-import math
 import os
 import re
 import secrets
-import shutil
-import signal
 import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -69,6 +62,21 @@ import httpx2
 
 from connector.outputs import DeviceInfo, DeviceListing  # the bare tool returns relaybox's shape
 from core.domain.keys import generate_keypair
+from devices import bearer, expect, pair_confirm_request, register_phone
+from harness import (
+    BASELINE_LISTENING,
+    STARTUP_TIMEOUT_S,
+    BenchError,
+    Server,
+    describe,
+    free_socket,
+    relaybox_command,
+    remove_work_dir,
+    start_server,
+    stop_on_sigterm,
+    stop_servers,
+)
+from loadgen import Round, Summary, read_response, run_loop, run_round, summarize
 
 GOAL_RATIO = 0.8
 LEGACY = "legacy"
@@ -86,15 +94,8 @@ SCOPES = [
     "files:send",
 ]
 REDIRECT_URI = "http://127.0.0.1:3030/callback"  # never listened on: the code is read from the redirect
-LISTENING = ("relaybox is listening on ", "baseline is listening on ")
-STARTUP_TIMEOUT_S = 30.0
-STOP_GRACE_S = 5.0
 REQUEST_TIMEOUT_S = 10.0
 CLIENT_INFO = {"name": "relaybox-bench", "version": "1.0.0"}
-
-
-class BenchError(RuntimeError):
-    """The run could not complete (a server failed, a request timed out, a setup step was refused)."""
 
 
 # -- the baseline server (its own process: ``--serve-baseline``) --------------------------------
@@ -124,9 +125,7 @@ def serve_baseline() -> int:
         """List the user's paired devices."""
         return listing
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = free_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     security = TransportSecuritySettings(
         allowed_hosts=[url.removeprefix("http://"), "127.0.0.1", "127.0.0.1:*"], allowed_origins=[url]
@@ -134,7 +133,7 @@ def serve_baseline() -> int:
     app = mcp.streamable_http_app(
         streamable_http_path="/mcp", transport_security=security, max_request_body_size=4 * 1024 * 1024
     )
-    print(f"{LISTENING[1]}{url}", flush=True)
+    print(f"{BASELINE_LISTENING}{url}", flush=True)
     config = uvicorn.Config(
         app,
         log_level="info",
@@ -153,104 +152,7 @@ def serve_baseline() -> int:
     return 0
 
 
-# -- server processes ---------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_dir: Path
-    url: str = ""
-
-    @property
-    def address(self) -> tuple[str, int]:
-        host, _, port = self.url.removeprefix("http://").rpartition(":")
-        return host, int(port)
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds the server process has used so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log(self, stream: str) -> str:
-        path = self.log_dir / f"{self.name}.{stream}"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def stderr_tail(self, lines: int = 15) -> str:
-        return "\n".join(self.log("stderr").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def server_env(data_dir: Path) -> dict[str, str]:
-    """The inherited environment minus any RELAYBOX_* setting."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
-    env["RELAYBOX_DATA_DIR"] = str(data_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def start_server(name: str, command: list[str], work_dir: Path, timeout_s: float) -> Server:
-    """Start a server whose first stdout line announces its URL, and wait until it accepts
-    connections. stdout and stderr go to files (uvicorn's access log is on stdout)."""
-    log_dir = work_dir / "logs"
-    log_dir.mkdir(exist_ok=True)
-    with (log_dir / f"{name}.stdout").open("wb") as out, (log_dir / f"{name}.stderr").open("wb") as err:
-        process = subprocess.Popen(
-            command,
-            cwd=work_dir,  # no stray .env is picked up
-            env=server_env(work_dir / "data"),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-        )
-    server = Server(name, process, log_dir)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not server.alive():
-            raise BenchError(f"{name} exited with {process.returncode}:\n{server.stderr_tail()}")
-        first, newline, _ = server.log("stdout").partition("\n")
-        if newline and first.startswith(LISTENING):
-            server.url = first.split(" on ", 1)[1].strip()
-        if server.url and accepts_connections(server.address):
-            return server
-        time.sleep(0.05)
-    server.stop()
-    raise BenchError(f"{name} was not accepting connections after {timeout_s:.0f} s")
-
-
-def accepts_connections(address: tuple[str, int]) -> bool:
-    try:
-        socket.create_connection(address, timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
 # -- relaybox setup: a phone and a connector token through the OAuth flow -----------------------
-
-
-def b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
-
-
-def expect(response: httpx.Response, status: int) -> dict[str, Any]:
-    if response.status_code != status:
-        request = response.request
-        raise BenchError(f"{request.method} {request.url.path}: {response.status_code} {response.text[:200]}")
-    body: dict[str, Any] = response.json()
-    return body
 
 
 def consent_page(html: str) -> tuple[str, str, str]:
@@ -271,8 +173,7 @@ def connector_token(url: str) -> str:
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
     state, resource = secrets.token_urlsafe(12), f"{url}/mcp"
     with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as http:  # keeps cookies
-        phone = expect(http.post("/v1/devices", json={"public_key": b64(phone_key), "name": PHONE_NAME}), 201)
-        phone_auth = {"Authorization": f"Bearer {phone['device_token']}"}
+        phone_auth = register_phone(http, phone_key, PHONE_NAME)
         registration = {
             "client_name": "relaybox bench",
             "redirect_uris": [REDIRECT_URI],
@@ -294,7 +195,7 @@ def connector_token(url: str) -> str:
         if page.status_code != 200:
             raise BenchError(f"GET /oauth/authorize: {page.status_code} {page.text[:200]}")
         session_id, code, csrf = consent_page(page.text)
-        confirm = {"code": code, "public_key": b64(phone_key), "intent": "connector"}
+        confirm = pair_confirm_request(code, phone_key) | {"intent": "connector"}
         expect(http.post("/v1/pair/confirm", json=confirm, headers=phone_auth), 200)
         expect(http.get(f"/oauth/consent/{session_id}/status", params={"wait": "0"}), 200)
         decision = http.post(
@@ -329,7 +230,7 @@ class Target:
 
     @property
     def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return bearer(self.token) if self.token else {}
 
 
 @dataclass(frozen=True)
@@ -399,26 +300,6 @@ def call_request(target: Target, era: str, session_id: str | None) -> bytes:
     )
 
 
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes], bytes]:
-    """One HTTP/1.1 response with a Content-Length or chunked body (legacy answers are SSE)."""
-    head = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
-    headers: dict[bytes, bytes] = {}
-    for line in head[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip()
-    status = int(head[0].split(b" ", 2)[1])
-    if b"content-length" in headers:
-        return status, headers, await reader.readexactly(int(headers[b"content-length"]))
-    if headers.get(b"transfer-encoding") != b"chunked":
-        raise BenchError(f"a response without Content-Length or chunked body: {head[0]!r}")
-    chunks: list[bytes] = []
-    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-        chunks.append(await reader.readexactly(size))
-        await reader.readexactly(2)
-    await reader.readuntil(b"\r\n")  # the empty trailer section
-    return status, headers, b"".join(chunks)
-
-
 def is_tool_result(status: int, body: bytes) -> bool:
     """A 200 whose JSON-RPC message is a tool result that is not an error (compact JSON)."""
     return status == 200 and b'"result":' in body and b'"isError":true' not in body
@@ -469,60 +350,13 @@ async def prepare_calls(target: Target, era: str, slots: int) -> list[bytes]:
 # -- the load generator -------------------------------------------------------------------------
 
 
-@dataclass
-class Round:
-    target: str
-    era: str
-    seconds: float
-    completed: int = 0  # responses read before the round's end
-    latencies_s: list[float] = field(default_factory=list)
-    outcomes: Counter[str] = field(default_factory=Counter)  # "ok", "200 not a result", "401", ...
-    samples: dict[str, str] = field(default_factory=dict)  # one body per failed outcome
-    server_cpu_s: float = 0.0
-    bench_cpu_s: float = 0.0
-
-    @property
-    def throughput(self) -> float:
-        return self.completed / self.seconds
-
-
-async def connection(target: Target, request: bytes, until: float, result: Round) -> None:
-    """One keep-alive connection sending ``request`` back to back until ``until``."""
-    reader, writer = await asyncio.open_connection(*target.server.address)
-    try:
-        while (sent := time.perf_counter()) < until:
-            writer.write(request)
-            try:
-                status, _, body = await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT_S)
-            except TimeoutError:
-                raise BenchError(f"{target.label}: no response within {REQUEST_TIMEOUT_S:.0f} s") from None
-            done = time.perf_counter()
-            result.latencies_s.append(done - sent)
-            result.completed += done <= until
-            outcome = (
-                "ok"
-                if is_tool_result(status, body)
-                else f"{status}" + (" tool error" if status == 200 else "")
-            )
-            result.outcomes[outcome] += 1
-            if outcome != "ok":
-                result.samples.setdefault(outcome, body[:200].decode(errors="replace"))
-    except (OSError, asyncio.IncompleteReadError) as exc:
-        raise BenchError(f"{target.label}: {type(exc).__name__} {exc}") from exc
-    finally:
-        writer.close()
+def tool_outcome(status: int, body: bytes) -> str:
+    return "ok" if is_tool_result(status, body) else f"{status}" + (" tool error" if status == 200 else "")
 
 
 async def load_round(target: Target, era: str, calls: list[bytes], seconds: float) -> Round:
-    result = Round(target.label, era, seconds)
-    server_cpu, bench_cpu = target.server.cpu_s(), time.process_time()
-    until = time.perf_counter() + seconds
-    async with asyncio.TaskGroup() as group:
-        for request in calls:
-            group.create_task(connection(target, request, until, result))
-    result.server_cpu_s = target.server.cpu_s() - server_cpu
-    result.bench_cpu_s = time.process_time() - bench_cpu
-    return result
+    plan = [(target.server, request) for request in calls]
+    return await run_round(Round(target.label, seconds, variant=era), [target.server], plan, tool_outcome)
 
 
 @dataclass
@@ -557,93 +391,30 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> Measured:
     return Measured(rounds, sdk)
 
 
-def run_loop(main: Coroutine[Any, Any, Measured]) -> Measured:
-    """Run the load generator on uvloop when it is installed (as the servers are)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
-
-
 # -- the report ---------------------------------------------------------------------------------
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
-
-
-@dataclass(frozen=True)
-class Summary:
-    label: str
-    era: str
-    throughputs: list[float]
-    p50_ms: float
-    p99_ms: float
-    outcomes: Counter[str]
-    samples: dict[str, str]
-    server_cpu: float  # share of one core over the rounds
-    bench_cpu: float
-    cpu_per_call_ms: float
-    bench_cpu_per_call_ms: float
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.throughputs)
-
-    @property
-    def failures(self) -> int:
-        return sum(count for outcome, count in self.outcomes.items() if outcome != "ok")
-
-
-def summarize(label: str, era: str, rounds: list[Round]) -> Summary:
-    mine = [r for r in rounds if r.target == label and r.era == era]
-    latencies = sorted(s * 1000 for r in mine for s in r.latencies_s)
-    outcomes: Counter[str] = Counter()
-    samples: dict[str, str] = {}
-    for r in mine:
-        outcomes.update(r.outcomes)
-        for outcome, body in r.samples.items():
-            samples.setdefault(outcome, body)
-    wall = sum(r.seconds for r in mine)
-    server_cpu, bench_cpu = sum(r.server_cpu_s for r in mine), sum(r.bench_cpu_s for r in mine)
-    return Summary(
-        label=label,
-        era=era,
-        throughputs=[r.throughput for r in mine],
-        p50_ms=statistics.median(latencies),
-        p99_ms=percentile(latencies, 0.99),
-        outcomes=outcomes,
-        samples=samples,
-        server_cpu=server_cpu / wall,
-        bench_cpu=bench_cpu / wall,
-        cpu_per_call_ms=server_cpu * 1000 / len(latencies),
-        bench_cpu_per_call_ms=bench_cpu * 1000 / len(latencies),
-    )
 
 
 def print_era(bare: Summary, relay: Summary, sdk: dict[tuple[str, str], SdkSample]) -> bool:
     """The era's table and goal line; True when the goal was met and every call succeeded."""
-    print(f"\n{bare.era}:")
+    print(f"\n{bare.variant}:")
     print(
         f"  {'target':<9} {'calls/s':>8} {'per round':>20} {'p50 ms':>7} {'p99 ms':>7} {'failed':>6} "
         f"{'CPU ms/call':>11} {'server CPU':>10} {'load CPU':>8} {'raw client':>10} {'SDK client':>10}"
     )
     for s in (bare, relay):
         rounds = " ".join(f"{t:.0f}" for t in s.throughputs)
-        client = sdk[s.label, s.era].cpu_ms_per_call
+        client = sdk[s.label, s.variant].cpu_ms_per_call
         print(
             f"  {s.label:<9} {s.median:>8,.0f} {rounds:>20} {s.p50_ms:>7.1f} {s.p99_ms:>7.1f} "
-            f"{s.failures:>6} {s.cpu_per_call_ms:>11.2f} {s.server_cpu:>10.0%} {s.bench_cpu:>8.0%} "
-            f"{s.bench_cpu_per_call_ms:>8.2f}ms {client:>8.2f}ms"
+            f"{s.failures:>6} {s.cpu_per_request_ms:>11.2f} {s.server_cpu:>10.0%} {s.bench_cpu:>8.0%} "
+            f"{s.bench_cpu_per_request_ms:>8.2f}ms {client:>8.2f}ms"
         )
         for outcome, body in sorted(s.samples.items()):
             print(f"    {s.label}: {s.outcomes[outcome]} x {outcome}, e.g. {body}")
     ratio = relay.median / bare.median
     met = ratio >= GOAL_RATIO
     print(
-        f"  goal ({bare.era}): relaybox >= {GOAL_RATIO}x the bare tool's calls/s (medians): "
+        f"  goal ({bare.variant}): relaybox >= {GOAL_RATIO}x the bare tool's calls/s (medians): "
         f"{'met' if met else 'MISSED'} ({ratio:.2f}x; latency p50 {relay.p50_ms / bare.p50_ms:.1f}x, "
         f"p99 {relay.p99_ms / bare.p99_ms:.1f}x the bare tool's)"
     )
@@ -659,7 +430,7 @@ def report(measured: Measured, args: argparse.Namespace) -> bool:
     print(f"SDK client, {args.sdk_calls} sequential calls each: {sdk_rates}")
     results = [
         print_era(
-            summarize("bare", era, measured.rounds), summarize("relaybox", era, measured.rounds), measured.sdk
+            summarize("bare", measured.rounds, era), summarize("relaybox", measured.rounds, era), measured.sdk
         )
         for era in ERAS
     ]
@@ -696,7 +467,7 @@ def run(args: argparse.Namespace, work_dir: Path, servers: list[Server]) -> bool
     started, for the caller to stop whatever happens."""
     deadline = time.monotonic() + args.deadline
     commands = {
-        "relaybox": [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", "data"],
+        "relaybox": relaybox_command("data"),
         "bare": [sys.executable, str(Path(__file__).resolve()), "--serve-baseline"],
     }
     for name, command in commands.items():
@@ -710,16 +481,11 @@ def run(args: argparse.Namespace, work_dir: Path, servers: list[Server]) -> bool
     return report(measured, args)
 
 
-def on_sigterm(_signum: int, _frame: object) -> NoReturn:
-    print("FAILED: interrupted by SIGTERM; stopping the servers", flush=True)
-    raise SystemExit(2)  # unwinds through the finally that stops the servers
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.serve_baseline:
         return serve_baseline()
-    signal.signal(signal.SIGTERM, on_sigterm)
+    stop_on_sigterm("the servers")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-mcp-bench-"))
     servers: list[Server] = []
     outcome = 2  # the run failed unless it gets as far as the report
@@ -731,32 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, httpx.HTTPError, httpx2.HTTPError, ExceptionGroup) as exc:
         print(f"FAILED: {describe(exc)}")
     finally:
-        alive = [server.alive() for server in servers]
-        for server in servers:
-            server.stop()
-        for server, was_alive in zip(servers, alive, strict=True):
-            health(server, was_alive)
-        if args.keep:
-            print(f"kept {work_dir}")
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
+        stop_servers(servers)
+        remove_work_dir(work_dir, args.keep)
     return outcome
-
-
-def health(server: Server, was_alive: bool) -> None:
-    """Say how a server fared: alive to the end, and any traceback in its log."""
-    state = "ran to the end" if was_alive else f"DIED (exit {server.process.returncode})"
-    tracebacks = server.log("stderr").count("Traceback")
-    print(f"{server.name}: {state}; tracebacks in its log: {tracebacks}")
-    if tracebacks or not was_alive:
-        print(server.stderr_tail())
-
-
-def describe(exc: BaseException) -> str:
-    """The first leaf of an exception group, or the exception itself."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 if __name__ == "__main__":

@@ -49,26 +49,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
-import math
 import os
 import secrets
-import shutil
-import signal
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
 
 import httpx
 from starlette.applications import Starlette
@@ -77,21 +68,27 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from core.domain.keys import generate_keypair
+from devices import b64, bearer, expect, pair_confirm_request, pair_init_request, register_phone
+from harness import (
+    BASELINE_LISTENING,
+    RAISED_LIMIT,
+    SEND_CLASS_LIMITS,
+    STARTUP_TIMEOUT_S,
+    BenchError,
+    Server,
+    describe,
+    free_socket,
+    raised_limits,
+    relaybox_command,
+    remove_work_dir,
+    start_server,
+    stop_on_sigterm,
+    stop_servers,
+)
+from loadgen import Round, Summary, run_loop, run_round, summarize
 
 GOAL_RATIO = 0.6
-RAISED_LIMIT = 1_000_000_000  # every rate limit, for the run
-RAISED_SETTINGS = (
-    "LIMIT_TOKEN_BURST",
-    "LIMIT_TOKEN_MONTHLY",
-    "LIMIT_RECEIVER_DAILY",
-    "LIMIT_IP_MINUTE",
-    "LIMIT_IP_HOUR",
-    "REGISTER_PER_IP_PER_MINUTE",
-    "PAIR_INIT_PER_IP_PER_MINUTE",
-)
-LISTENING = ("relaybox is listening on ", "baseline is listening on ")
-STARTUP_TIMEOUT_S = 30.0
-STOP_GRACE_S = 5.0
+RAISED_SETTINGS = (*SEND_CLASS_LIMITS, "REGISTER_PER_IP_PER_MINUTE", "PAIR_INIT_PER_IP_PER_MINUTE")
 REQUEST_TIMEOUT_S = 10.0
 SEND_BODY = {
     "message": "Backup of build-01 finished: 41.2 GB in 12 min, 0 errors.",
@@ -99,10 +96,6 @@ SEND_BODY = {
     "priority": "default",
     "tags": ["bench", "backup"],
 }
-
-
-class BenchError(RuntimeError):
-    """The run could not complete (a server failed, a request timed out, a setup step was refused)."""
 
 
 # -- the baseline server (its own process: ``--serve-baseline``) --------------------------------
@@ -117,10 +110,8 @@ def serve_baseline() -> int:
     """Serve ``POST /bare`` on a free port the way ``connector.serve`` serves relaybox."""
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    print(f"{LISTENING[1]}http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    sock = free_socket()
+    print(f"{BASELINE_LISTENING}http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     app = Starlette(routes=[Route("/bare", bare, methods=["POST"])])
     config = uvicorn.Config(
         app, log_level="info", access_log=True, proxy_headers=True, timeout_graceful_shutdown=3
@@ -129,109 +120,7 @@ def serve_baseline() -> int:
     return 0
 
 
-# -- server processes ---------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_dir: Path
-    url: str = ""
-
-    @property
-    def address(self) -> tuple[str, int]:
-        host, _, port = self.url.removeprefix("http://").rpartition(":")
-        return host, int(port)
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds the server process has used so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log(self, stream: str) -> str:
-        path = self.log_dir / f"{self.name}.{stream}"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def stderr_tail(self, lines: int = 15) -> str:
-        return "\n".join(self.log("stderr").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def server_env(data_dir: Path) -> dict[str, str]:
-    """The inherited environment minus any RELAYBOX_* setting, with every limit raised for the run."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
-    env.update({f"RELAYBOX_{name}": str(RAISED_LIMIT) for name in RAISED_SETTINGS})
-    env["RELAYBOX_DATA_DIR"] = str(data_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def start_server(
-    name: str, command: list[str], work_dir: Path, timeout_s: float, env: dict[str, str] | None = None
-) -> Server:
-    """Start a server whose first stdout line announces its URL, and wait until it accepts
-    connections. stdout and stderr go to files: uvicorn writes its access log to stdout, and a file,
-    unlike an undrained pipe, never blocks the server."""
-    log_dir = work_dir / "logs"
-    log_dir.mkdir(exist_ok=True)
-    with (log_dir / f"{name}.stdout").open("wb") as out, (log_dir / f"{name}.stderr").open("wb") as err:
-        process = subprocess.Popen(
-            command,
-            cwd=work_dir,  # no stray .env is picked up
-            env=server_env(work_dir / "data") | (env or {}),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-        )
-    server = Server(name, process, log_dir)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not server.alive():
-            raise BenchError(f"{name} exited with {process.returncode}:\n{server.stderr_tail()}")
-        first, newline, _ = server.log("stdout").partition("\n")
-        if newline and first.startswith(LISTENING):
-            server.url = first.split(" on ", 1)[1].strip()
-        if server.url and accepts_connections(server.address):
-            return server
-        time.sleep(0.05)
-    server.stop()
-    raise BenchError(f"{name} was not accepting connections after {timeout_s:.0f} s")
-
-
-def accepts_connections(address: tuple[str, int]) -> bool:
-    """The URL line comes out before uvicorn listens on the socket, so probe it."""
-    try:
-        socket.create_connection(address, timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
 # -- relaybox setup: a phone, one paired computer, a sender token -------------------------------
-
-
-def b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
-
-
-def expect(response: httpx.Response, status: int) -> dict[str, Any]:
-    if response.status_code != status:
-        request = response.request
-        raise BenchError(f"{request.method} {request.url.path}: {response.status_code} {response.text[:200]}")
-    body: dict[str, Any] = response.json()
-    return body
 
 
 def sender_token(url: str) -> str:
@@ -239,14 +128,13 @@ def sender_token(url: str) -> str:
     and that the limits really were raised. Returns the token."""
     phone_key, computer_key = generate_keypair()[1], generate_keypair()[1]
     with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as api:
-        phone = expect(api.post("/v1/devices", json={"public_key": b64(phone_key), "name": "bench"}), 201)
-        phone_auth = {"Authorization": f"Bearer {phone['device_token']}"}
-        init = {"public_key": b64(computer_key), "surface_kind": "cli", "name": "bench laptop"}
+        phone_auth = register_phone(api, phone_key, "bench")
+        init = pair_init_request(computer_key, "bench laptop")
         code = expect(api.post("/v1/pair/init", json=init), 201)["code"]
-        confirm = {"code": code, "public_key": b64(phone_key)}
+        confirm = pair_confirm_request(code, phone_key)
         expect(api.post("/v1/pair/confirm", json=confirm, headers=phone_auth), 200)
         token: str = expect(api.post("/v1/tokens", json={"label": "bench"}, headers=phone_auth), 201)["token"]
-        probe = api.post("/v1/send", json=SEND_BODY, headers={"Authorization": f"Bearer {token}"})
+        probe = api.post("/v1/send", json=SEND_BODY, headers=bearer(token))
     if len(expect(probe, 200)["delivered_to"]) != 2:
         raise BenchError(f"the probe send did not reach the phone and the computer: {probe.text}")
     if int(probe.headers.get("x-ratelimit-limit", "0")) < RAISED_LIMIT:
@@ -304,9 +192,6 @@ class Target:
     path: str
     tokens: tuple[str, ...]
 
-    def server_cpu_s(self) -> float:
-        return sum(server.cpu_s() for server in self.servers)
-
     def request(self, token: str) -> bytes:
         """One ``POST`` with the send body and ``token``, as raw HTTP/1.1 bytes."""
         body = json.dumps(SEND_BODY).encode()
@@ -318,70 +203,17 @@ class Target:
         return head.encode() + body
 
 
-@dataclass
-class Round:
-    target: str
-    seconds: float
-    completed: int = 0  # responses read before the round's end
-    latencies_s: list[float] = field(default_factory=list)  # every response, the tail included
-    statuses: Counter[int] = field(default_factory=Counter)
-    samples: dict[int, str] = field(default_factory=dict)  # one body per non-200 status
-    server_cpu_s: float = 0.0
-    bench_cpu_s: float = 0.0
-
-    @property
-    def throughput(self) -> float:
-        return self.completed / self.seconds
-
-
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """One HTTP/1.1 response with a Content-Length body: (status, body)."""
-    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-    length = None
-    for line in head[1:]:
-        name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value)
-    if length is None:
-        raise BenchError(f"a response without Content-Length: {head[0]}")
-    return int(head[0].split(" ", 2)[1]), await reader.readexactly(length)
-
-
-async def connection(server: Server, target: Target, request: bytes, until: float, result: Round) -> None:
-    """One keep-alive connection to ``server`` sending ``request`` back to back until ``until``."""
-    reader, writer = await asyncio.open_connection(*server.address)
-    try:
-        while (sent := time.perf_counter()) < until:
-            writer.write(request)
-            try:
-                status, body = await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT_S)
-            except TimeoutError:
-                raise BenchError(f"{target.label}: no response within {REQUEST_TIMEOUT_S:.0f} s") from None
-            done = time.perf_counter()
-            result.latencies_s.append(done - sent)
-            result.completed += done <= until
-            result.statuses[status] += 1
-            if status != 200:
-                result.samples.setdefault(status, body[:200].decode(errors="replace"))
-    except (OSError, asyncio.IncompleteReadError) as exc:
-        raise BenchError(f"{target.label}: {type(exc).__name__} {exc}") from exc
-    finally:
-        writer.close()
+def status_outcome(status: int, _body: bytes) -> str:
+    return "ok" if status == 200 else str(status)
 
 
 async def load_round(target: Target, seconds: float, concurrency: int) -> Round:
     """Run ``concurrency`` connections against ``target`` for ``seconds``; measure what came back."""
     requests = [target.request(token) for token in target.tokens]
-    result = Round(target.label, seconds)
-    server_cpu, bench_cpu = target.server_cpu_s(), time.process_time()
-    until = time.perf_counter() + seconds
-    async with asyncio.TaskGroup() as group:
-        for n in range(concurrency):
-            server, request = target.servers[n % len(target.servers)], requests[n % len(requests)]
-            group.create_task(connection(server, target, request, until, result))
-    result.server_cpu_s = target.server_cpu_s() - server_cpu
-    result.bench_cpu_s = time.process_time() - bench_cpu
-    return result
+    plan = [
+        (target.servers[n % len(target.servers)], requests[n % len(requests)]) for n in range(concurrency)
+    ]
+    return await run_round(Round(target.label, seconds), target.servers, plan, status_outcome)
 
 
 async def measure(targets: list[Target], args: argparse.Namespace) -> list[Round]:
@@ -397,65 +229,7 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> list[Round
     return rounds
 
 
-def run_loop(main: Coroutine[Any, Any, list[Round]]) -> list[Round]:
-    """Run the load generator on uvloop when it is installed (as the servers are)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
-
-
 # -- the report ---------------------------------------------------------------------------------
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
-
-
-@dataclass(frozen=True)
-class Summary:
-    label: str
-    throughputs: list[float]
-    p50_ms: float
-    p99_ms: float
-    statuses: Counter[int]
-    samples: dict[int, str]
-    server_cpu: float  # share of one core over the rounds
-    bench_cpu: float
-    cpu_per_request_ms: float
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.throughputs)
-
-    @property
-    def failures(self) -> int:
-        return sum(count for status, count in self.statuses.items() if status != 200)
-
-
-def summarize(label: str, rounds: list[Round]) -> Summary:
-    mine = [r for r in rounds if r.target == label]
-    latencies = sorted(s * 1000 for r in mine for s in r.latencies_s)
-    statuses: Counter[int] = Counter()
-    samples: dict[int, str] = {}
-    for r in mine:
-        statuses.update(r.statuses)
-        for status, body in r.samples.items():
-            samples.setdefault(status, body)
-    wall, server_cpu = sum(r.seconds for r in mine), sum(r.server_cpu_s for r in mine)
-    return Summary(
-        label=label,
-        throughputs=[r.throughput for r in mine],
-        p50_ms=statistics.median(latencies),
-        p99_ms=percentile(latencies, 0.99),
-        statuses=statuses,
-        samples=samples,
-        server_cpu=server_cpu / wall,
-        bench_cpu=sum(r.bench_cpu_s for r in mine) / wall,
-        cpu_per_request_ms=server_cpu * 1000 / len(latencies),
-    )
 
 
 def print_table(summaries: list[Summary]) -> None:
@@ -470,9 +244,9 @@ def print_table(summaries: list[Summary]) -> None:
             f"{s.cpu_per_request_ms:>10.2f} {s.server_cpu:>10.0%} {s.bench_cpu:>8.0%}"
         )
     for s in summaries:
-        for status, body in sorted(s.samples.items()):
-            print(f"  {s.label}: {s.statuses[status]} x {status}, e.g. {body}")
-            if status == 429:
+        for outcome, body in sorted(s.samples.items()):
+            print(f"  {s.label}: {s.outcomes[outcome]} x {outcome}, e.g. {body}")
+            if outcome == "429":
                 print("  (a 429: a rate limit was not raised enough for the run)")
 
 
@@ -550,12 +324,12 @@ def run(args: argparse.Namespace, work_dir: Path, servers: list[Server], cleanup
         return run_scale_out(args, work_dir, servers, cleanup)
     deadline = time.monotonic() + args.deadline
     commands = {
-        "relaybox": [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", "data"],
+        "relaybox": relaybox_command("data"),
         "bare": [sys.executable, str(Path(__file__).resolve()), "--serve-baseline"],
     }
     for name, command in commands.items():
         timeout = min(STARTUP_TIMEOUT_S, deadline - time.monotonic())
-        servers.append(start_server(name, command, work_dir, timeout))
+        servers.append(start_server(name, command, work_dir, timeout, raised_limits(*RAISED_SETTINGS)))
     relay, bare = servers
     token = sender_token(relay.url)
     print(f"relaybox pid {relay.process.pid} at {relay.url}, bare pid {bare.process.pid} at {bare.url}")
@@ -577,9 +351,10 @@ def run_scale_out(
     deadline = time.monotonic() + args.deadline
     shared = cleanup.enter_context(shared_store(args.postgres, args.redis))
     for n in (1, 2):
-        command = [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", f"data-{n}"]
+        command = relaybox_command(f"data-{n}")
         timeout = min(STARTUP_TIMEOUT_S, deadline - time.monotonic())
-        servers.append(start_server(f"replica-{n}", command, work_dir, timeout, env=shared))
+        settings = raised_limits(*RAISED_SETTINGS) | shared
+        servers.append(start_server(f"replica-{n}", command, work_dir, timeout, settings))
     first, second = servers
     tokens = tuple(sender_token(first.url) for _ in range(args.accounts))
     print(
@@ -608,16 +383,11 @@ def run_scale_out(
     return one.failures == two.failures == 0
 
 
-def on_sigterm(_signum: int, _frame: object) -> NoReturn:
-    print("FAILED: interrupted by SIGTERM; stopping the servers", flush=True)
-    raise SystemExit(2)  # unwinds through the finally that stops the servers
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.serve_baseline:
         return serve_baseline()
-    signal.signal(signal.SIGTERM, on_sigterm)
+    stop_on_sigterm("the servers")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-send-bench-"))
     servers: list[Server] = []
     cleanup = ExitStack()  # closed after the servers stopped: the database they use is dropped
@@ -630,33 +400,10 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, httpx.HTTPError, ExceptionGroup) as exc:
         print(f"FAILED: {describe(exc)}")
     finally:
-        alive = [server.alive() for server in servers]
-        for server in servers:
-            server.stop()
-        for server, was_alive in zip(servers, alive, strict=True):
-            health(server, was_alive)
+        stop_servers(servers)
         cleanup.close()
-        if args.keep:
-            print(f"kept {work_dir}")
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
+        remove_work_dir(work_dir, args.keep)
     return outcome
-
-
-def health(server: Server, was_alive: bool) -> None:
-    """Say how a server fared: alive to the end, and any traceback in its log."""
-    state = "ran to the end" if was_alive else f"DIED (exit {server.process.returncode})"
-    tracebacks = server.log("stderr").count("Traceback")
-    print(f"{server.name}: {state}; tracebacks in its log: {tracebacks}")
-    if tracebacks or not was_alive:
-        print(server.stderr_tail())
-
-
-def describe(exc: BaseException) -> str:
-    """The first leaf of an exception group, or the exception itself."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 if __name__ == "__main__":

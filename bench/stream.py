@@ -29,38 +29,35 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import math
-import os
-import re
-import resource
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from core.domain.envelope import seal
 from core.domain.keys import generate_keypair
+from devices import b64, bearer, expect, pair_confirm_request, pair_init_request, phone_request
+from harness import (
+    BenchError,
+    Server,
+    raise_fd_limit,
+    remove_work_dir,
+    server_health,
+    start_relaybox,
+    stop_on_sigterm,
+    stop_servers,
+)
+from loadgen import bounded, percentile
 
 GOAL_P99_MS = 100.0
 GOAL_KB_PER_STREAM = 30.0
 OPENING_COMMENT = ": relaybox stream"
-LISTENING = "relaybox is listening on "
-STOP_GRACE_S = 5.0
 CLIENT_KEEPALIVE_S = 2.0  # below the server's 5 s idle timeout (uvicorn's default)
-
-
-class BenchError(RuntimeError):
-    """The run could not complete (the server failed or something never arrived)."""
 
 
 @dataclass
@@ -72,11 +69,7 @@ class Device:
 
     @property
     def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
-
-    @property
-    def public_b64(self) -> str:
-        return base64.b64encode(self.public_key).decode()
+        return bearer(self.token)
 
 
 @dataclass
@@ -102,161 +95,31 @@ class Progress:
 # -- the server process ------------------------------------------------------------------------
 
 
-def raise_fd_limit() -> int:
-    """Raise this process's soft open-file limit to the hard limit; the server inherits it too."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-    if soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return target
-
-
-def server_env(streams: int, data_dir: Path) -> dict[str, str]:
-    """The inherited environment minus any RELAYBOX_* setting, plus limits sized for the run."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
+def server_settings(streams: int) -> dict[str, str]:
+    """The ``RELAYBOX_*`` limits sized for the run (the environment is otherwise inherited)."""
     allowance = str(streams * 2 + 100)
-    env.update(
-        RELAYBOX_DATA_DIR=str(data_dir),
-        RELAYBOX_PAIR_INIT_PER_IP_PER_MINUTE=allowance,  # every computer pairs from 127.0.0.1
-        RELAYBOX_REGISTER_PER_IP_PER_MINUTE=allowance,
-        RELAYBOX_MAX_DEVICES_PER_ACCOUNT=allowance,  # all N computers join the phone's account
-        PYTHONUNBUFFERED="1",
-    )
-    return env
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    url: str
-    log_dir: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def rss_kb(self) -> int:
-        """VmRSS of the server process, in KiB."""
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise BenchError("no VmRSS in /proc status")
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds the server process has used so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def open_fds(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
-
-    def fd_limit(self) -> str:
-        for line in Path(f"/proc/{self.pid}/limits").read_text().splitlines():
-            if line.startswith("Max open files"):
-                return line.split()[3]
-        return "?"
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stderr_tail(self, lines: int = 20) -> str:
-        text = (self.log_dir / "server.stderr").read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
-
-    def count_in_log(self, pattern: str, stream: str) -> int:
-        """Lines of server.stdout (the access log) or server.stderr matching a regular expression."""
-        text = (self.log_dir / f"server.{stream}").read_text(errors="replace")
-        return len(re.findall(pattern, text, flags=re.MULTILINE))
-
-    def stop(self) -> None:
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def start_server(streams: int, work_dir: Path, fd_limit: int, timeout_s: float) -> Server:
-    """Start ``relaybox serve --port 0`` and wait for the line announcing its URL."""
-    data_dir, log_dir = work_dir / "data", work_dir / "logs"
-    log_dir.mkdir()
-    stdout = (log_dir / "server.stdout").open("wb")
-    stderr = (log_dir / "server.stderr").open("wb")
-
-    def limit_fds() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-
-    command = [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", str(data_dir)]
-    process = subprocess.Popen(
-        command,
-        cwd=work_dir,  # no stray .env is picked up
-        env=server_env(streams, data_dir),
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        preexec_fn=limit_fds,  # no threads exist yet in this process
-    )
-    stdout.close()
-    stderr.close()
-    server = Server(process, "", log_dir)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        first = (log_dir / "server.stdout").read_text(errors="replace").partition("\n")
-        if first[1] and first[0].startswith(LISTENING):
-            server.url = first[0].removeprefix(LISTENING).strip()
-            return server
-        if not server.alive():
-            raise BenchError(f"server exited with {process.returncode}:\n{server.stderr_tail()}")
-        time.sleep(0.05)
-    server.stop()
-    raise BenchError("server did not announce its URL in time")
+    return {
+        "RELAYBOX_PAIR_INIT_PER_IP_PER_MINUTE": allowance,  # every computer pairs from 127.0.0.1
+        "RELAYBOX_REGISTER_PER_IP_PER_MINUTE": allowance,
+        "RELAYBOX_MAX_DEVICES_PER_ACCOUNT": allowance,  # all N computers join the phone's account
+    }
 
 
 # -- devices -----------------------------------------------------------------------------------
 
 
-def b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
-
-
-def expect(response: httpx.Response, status: int) -> dict[str, Any]:
-    if response.status_code != status:
-        raise BenchError(
-            f"{response.request.method} {response.request.url.path}: "
-            f"{response.status_code} {response.text[:200]}"
-        )
-    body: dict[str, Any] = response.json()
-    return body
-
-
 async def register_phone(api: httpx.AsyncClient) -> Device:
     secret, public = generate_keypair()
-    body = expect(await api.post("/v1/devices", json={"public_key": b64(public), "name": "bench phone"}), 201)
+    body = expect(await api.post("/v1/devices", json=phone_request(public, "bench phone")), 201)
     return Device(body["device_id"], body["device_token"], secret, public)
 
 
 async def pair_computer(api: httpx.AsyncClient, phone: Device, number: int) -> Device:
     secret, public = generate_keypair()
-    init = {"public_key": b64(public), "surface_kind": "cli", "name": f"bench {number}"}
-    started = expect(await api.post("/v1/pair/init", json=init), 201)
-    confirm = {"code": started["code"], "public_key": phone.public_b64}
+    started = expect(await api.post("/v1/pair/init", json=pair_init_request(public, f"bench {number}")), 201)
+    confirm = pair_confirm_request(started["code"], phone.public_key)
     expect(await api.post("/v1/pair/confirm", json=confirm, headers=phone.auth), 200)
     return Device(started["device_id"], started["device_token"], secret, public)
-
-
-async def bounded(count: int, limit: int, job: Callable[[int], Awaitable[None]]) -> None:
-    """Run ``job(0..count-1)`` with at most ``limit`` running at once; the first error propagates."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(index: int) -> None:
-        async with gate:
-            await job(index)
-
-    async with asyncio.TaskGroup() as group:
-        for index in range(count):
-            group.create_task(one(index))
 
 
 async def pair_all(
@@ -463,11 +326,6 @@ class Result:
         return sorted(s * 1000 for r in self.rounds for s in r.posts_s)
 
 
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
-
-
 async def measure(server: Server, args: argparse.Namespace, progress: Progress) -> Result:
     n: int = args.streams
     # uvicorn closes a connection idle for 5 s; reusing one at that moment gets a connection reset
@@ -551,17 +409,6 @@ def report(result: Result, args: argparse.Namespace) -> bool:
     return memory_ok and latency_ok
 
 
-def server_health(server: Server, was_alive: bool) -> None:
-    """Say how the server fared (called after stopping it): alive to the end, 5xx answers, tracebacks."""
-    state = "ran to the end" if was_alive else f"DIED before the end (exit {server.process.returncode})"
-    failed = server.count_in_log(r'HTTP/1\.1" [45]\d\d ', "stdout")
-    tracebacks = server.count_in_log(r"^Traceback", "stderr")
-    print(f"server: {state}; 4xx/5xx responses: {failed}; tracebacks in its stderr: {tracebacks}")
-    if tracebacks or not was_alive:
-        print("--- server stderr (tail) ---")
-        print(server.stderr_tail())
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -585,16 +432,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    stop_on_sigterm("the server")
     started = time.monotonic()
-    fd_limit = raise_fd_limit()
-    if fd_limit < args.streams * 2 + 100:
-        print(f"warning: open-file limit {fd_limit} may be too low for {args.streams} streams", flush=True)
+    fd_limit = raise_fd_limit(args.streams * 2 + 100, f"{args.streams} streams")
     work_dir = Path(tempfile.mkdtemp(prefix="relaybox-bench-"))
     progress = Progress()
     server: Server | None = None
     outcome = 2  # the run failed unless it gets as far as the report
     try:
-        server = start_server(args.streams, work_dir, fd_limit, min(30.0, args.deadline))
+        server = start_relaybox(work_dir, min(30.0, args.deadline), server_settings(args.streams), fd_limit)
         print(f"server pid {server.pid} at {server.url} (data in {work_dir})", flush=True)
         remaining = args.deadline - (time.monotonic() - started)
         result = asyncio.run(asyncio.wait_for(measure(server, args, progress), remaining))
@@ -608,13 +454,8 @@ def main(argv: list[str] | None = None) -> int:
         if progress.errors:
             print(f"{len(progress.errors)} error(s), first: {progress.errors[:3]}")
         if server is not None:
-            alive = server.alive()
-            server.stop()
-            server_health(server, alive)
-        if args.keep:
-            print(f"kept {work_dir} (server log: {work_dir / 'logs'})")
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
+            stop_servers([server], server_health)
+        remove_work_dir(work_dir, args.keep, f" (server log: {work_dir / 'logs'})")
     return outcome
 
 
