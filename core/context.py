@@ -30,7 +30,17 @@ from core.adapters.limits.base import RateLimiter
 from core.adapters.push.base import PushTarget
 from core.adapters.push.router import PushRouter
 from core.clock import Clock
-from core.events import Deferred, DeviceRevoked, EnvelopeQueued, Event, Published, PushRequested, device_topic
+from core.credentials import CREDENTIALS_TOPIC, CredentialCache, device_tag, revocation_message
+from core.events import (
+    CredentialsRevoked,
+    Deferred,
+    DeviceRevoked,
+    EnvelopeQueued,
+    Event,
+    Published,
+    PushRequested,
+    device_topic,
+)
 from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
@@ -96,6 +106,7 @@ class Core:
         self.limiter = limiter
         self.fanout = fanout
         self.push = push
+        self.credentials = CredentialCache(clock)  # verified credentials; serves while running
         self._tasks: TaskGroup | None = None
         self._open_streams: dict[str, int] = {}
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
@@ -113,6 +124,7 @@ class Core:
         self._loop = (threading.get_ident(), anyio.lowlevel.current_token())
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
+        self._tasks.start_soon(self.credentials.follow, self.fanout)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -252,13 +264,26 @@ class Core:
                 message = json.dumps({"seq": event.seq})
                 await self.fanout.publish(device_topic(event.recipient_device_id), message)
             elif isinstance(event, DeviceRevoked):
+                await self._revoke_credentials((device_tag(event.device_id),))
                 await self.fanout.publish(device_topic(event.device_id), json.dumps({"revoked": True}))
+            elif isinstance(event, CredentialsRevoked):
+                await self._revoke_credentials(event.tags)
             elif isinstance(event, Published):
                 await self.fanout.publish(event.topic, event.message)
             elif isinstance(event, PushRequested):
                 self.spawn(self._push, event)
             elif isinstance(event, Deferred):
                 self.spawn(self._deferred, event)
+
+    async def _revoke_credentials(self, tags: tuple[str, ...]) -> None:
+        """Forget revoked credentials here before the revoking request is answered, and tell the
+        other replicas."""
+        self.credentials.drop(tags)
+        await self.fanout.publish(CREDENTIALS_TOPIC, revocation_message(tags))
+
+    def defer(self, event: Deferred) -> None:
+        """Run bookkeeping in the background, as an operation's ``Deferred`` event would."""
+        self.spawn(self._deferred, event)
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run ``fn`` in the background, off the request path; without a running Core it runs inline."""

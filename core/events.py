@@ -33,6 +33,13 @@ class DeviceRevoked:
 
 
 @dataclass(frozen=True, slots=True)
+class CredentialsRevoked:
+    """Credentials stopped working (tags of ``core.credentials``): every replica forgets them."""
+
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Published:
     """A plain fan-out message (interaction answered, consent confirmed, …)."""
 
@@ -49,7 +56,7 @@ class Deferred:
     kwargs: dict[str, Any]
 
 
-Event = EnvelopeQueued | PushRequested | DeviceRevoked | Published | Deferred
+Event = EnvelopeQueued | PushRequested | DeviceRevoked | CredentialsRevoked | Published | Deferred
 
 
 def device_topic(device_id: str) -> str:
