@@ -261,8 +261,7 @@ class Core:
     async def _after_commit(self, events: list[Event]) -> None:
         for event in events:
             if isinstance(event, EnvelopeQueued):
-                message = json.dumps({"seq": event.seq})
-                await self.fanout.publish(device_topic(event.recipient_device_id), message)
+                await self.fanout.publish(device_topic(event.recipient_device_id), event.message)
             elif isinstance(event, DeviceRevoked):
                 await self._revoke_credentials((device_tag(event.device_id),))
                 await self.fanout.publish(device_topic(event.device_id), json.dumps({"revoked": True}))

@@ -11,10 +11,12 @@ from core.adapters.push.base import PushMessage, PushTarget
 
 @dataclass(frozen=True, slots=True)
 class EnvelopeQueued:
-    """A blob was appended to a device's queue: wake its open streams."""
+    """A blob was appended to a device's queue: wake its open streams with ``message``
+    (``core.services.queue_wake``)."""
 
     recipient_device_id: str
     seq: int
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
