@@ -9,8 +9,8 @@ access log ON (to a file), ``gc.freeze()`` after start-up, as ``relaybox serve``
 - relaybox: ``python -m connector.cli serve --port 0`` with SQLite in a temporary data dir. A virtual
   phone registers over HTTP and completes the connector's OAuth flow (client registration, consent
   page, the phone confirms the page's code, Allow, code exchange with PKCE and ``resource``), so
-  every call carries a real access token through the bearer backend, the scope gate and a database
-  read of the account's devices.
+  every call carries a real access token through the auth gate (verification, audience, scopes) and
+  a database read of the account's devices.
 - bare: this file with ``--serve-baseline``: an ``MCPServer`` with one ``list_devices`` tool that
   returns a fixed listing of the same shape, mounted the same way (``streamable_http_app``, the same
   transport-security settings), without auth or storage.

@@ -40,9 +40,10 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     mcp = mount_mcp(core, lambda token: verify_access_token(core, token))
     metrics = Metrics(core)
     routes = [
+        # First: the connector's hot path is matched before the REST and OAuth routes are tried.
+        Route(MCP_PATH, endpoint=mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False),
         *api_routes(core),
         *authorization_server,
-        Route(MCP_PATH, endpoint=mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False),
         metrics.route(),
     ]
 

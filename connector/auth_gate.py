@@ -1,6 +1,12 @@
 """The gate in front of /mcp: every request needs a valid token issued for this resource, tokens
 never come in the query string, and a ``tools/call`` whose tool needs a scope the grant lacks is
 answered 403 with the scope to step up to — before the call reaches the tool (which checks again).
+
+One pure ASGI layer does what the SDK's bearer backend and auth context middleware would, in the
+same terms (``scope["user"]`` is the SDK's ``AuthenticatedUser``, ``get_access_token()`` works in
+the tools), without building a Starlette request per call: /mcp is the hot path of the connector.
+Header values are stripped of surrounding spaces and tabs on the way (RFC 9110 §5.5): uvicorn's
+httptools parser keeps trailing whitespace, and the SDK compares ``Mcp-Name`` with the body as is.
 """
 
 from __future__ import annotations
@@ -9,44 +15,89 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from pydantic import AnyHttpUrl, ValidationError
+from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from connector.tools import TOOL_SCOPES
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+_TOO_LARGE = 'error="invalid_request", error_description="body too large"'
 
 
 class McpAuthGate:
-    def __init__(self, app: ASGIApp, *, resource_metadata_url: str, base_scopes: Iterable[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        verifier: TokenVerifier,
+        resource: str,
+        resource_metadata_url: str,
+        base_scopes: Iterable[str],
+    ) -> None:
         self.app = app
+        self.verifier = verifier
+        self.resource = _normalized(resource)
         self.resource_metadata_url = resource_metadata_url
         self.base_scopes = " ".join(base_scopes)
+        self._audiences: dict[str, bool] = {}  # a token's resource → is it this one (a few values)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not str(scope.get("path", "")).startswith("/mcp"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        headers = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
+        scope = {**scope, "headers": headers}
         if b"access_token=" in scope.get("query_string", b""):
             await self._challenge(send, 400, 'error="invalid_request", error_description="no tokens in URLs"')
             return
-        user = scope.get("user")
-        if not isinstance(user, AuthenticatedUser):
+        user = await self._authenticate(headers)
+        if user is None:
             await self._challenge(send, 401, f'error="invalid_token", scope="{self.base_scopes}"')
             return
-        if scope["method"] != "POST":
+        scope["user"], scope["auth"] = user, AuthCredentials(user.scopes)
+        if scope["method"] == "POST":
+            body = await _read_body(receive)
+            if body is None:
+                await self._challenge(
+                    send, 413, 'error="invalid_request", error_description="body too large"'
+                )
+                return
+            missing = _missing_scopes(body, set(user.scopes))
+            if missing:
+                wanted = " ".join(sorted(set(user.scopes) | missing))
+                await self._challenge(send, 403, f'error="insufficient_scope", scope="{wanted}"')
+                return
+            receive = _replay(body, receive)
+        context = auth_context_var.set(user)  # what get_access_token() answers in the tools
+        try:
             await self.app(scope, receive, send)
-            return
-        body = await _read_body(receive)
-        if body is None:
-            await self._challenge(send, 413, 'error="invalid_request", error_description="body too large"')
-            return
-        missing = _missing_scopes(body, set(user.scopes))
-        if missing:
-            wanted = " ".join(sorted(set(user.scopes) | missing))
-            await self._challenge(send, 403, f'error="insufficient_scope", scope="{wanted}"')
-            return
-        await self.app(scope, _replay(body, receive), send)
+        finally:
+            auth_context_var.reset(context)
+
+    async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> AuthenticatedUser | None:
+        """The user of a valid ``Authorization: Bearer`` token issued for this resource."""
+        header = next((value for name, value in headers if name == b"authorization"), b"")
+        scheme, _, token = header.decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return None
+        verified = await self.verifier.verify_token(token)
+        if verified is None or not self._for_this_resource(verified):
+            return None
+        return AuthenticatedUser(verified)
+
+    def _for_this_resource(self, token: AccessToken) -> bool:
+        """RFC 8707: the token's audience is this server's /mcp (compared as URLs, as the SDK does)."""
+        resource = token.resource or ""
+        known = self._audiences.get(resource)
+        if known is None:
+            known = _normalized(resource) == self.resource
+            if len(self._audiences) < 64:
+                self._audiences[resource] = known
+        return known
 
     async def _challenge(self, send: Send, status: int, params: str) -> None:
         header = f'Bearer {params}, resource_metadata="{self.resource_metadata_url}"'
@@ -63,6 +114,13 @@ class McpAuthGate:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def _normalized(url: str) -> str | None:
+    try:
+        return str(AnyHttpUrl(url)).removesuffix("/")
+    except ValidationError:
+        return None
 
 
 async def _read_body(receive: Receive) -> bytes | None:

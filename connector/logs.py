@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import traceback
-import uuid
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -55,7 +55,8 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         given = next((v for k, v in scope["headers"] if k == REQUEST_ID_HEADER.encode()), b"")
-        rid = _accepted_request_id(given.decode("latin-1")) or uuid.uuid4().hex
+        rid = _accepted_request_id(given.decode("latin-1")) if given else None
+        rid = rid or f"{random.getrandbits(128):032x}"  # unique, not secret: no system entropy needed
         # Not reset afterwards: the request's task ends with it, and the error middleware outside
         # this one still logs an unexpected error with the id.
         request_id.set(rid)

@@ -1,5 +1,5 @@
-"""Mounting the MCP server at /mcp behind OAuth: the SDK's bearer backend (with our verifier),
-its auth context, and our gate for per-tool scopes, around the Streamable HTTP transport."""
+"""Mounting the MCP server at /mcp behind OAuth: our gate (bearer tokens through our verifier, the
+SDK's auth context, per-tool scopes) around the SDK's Streamable HTTP transport."""
 
 from __future__ import annotations
 
@@ -8,12 +8,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import AnyHttpUrl
-from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from connector.auth_gate import McpAuthGate
 from connector.mcp_server import build_mcp
@@ -42,17 +38,12 @@ def mount_mcp(core: Core, verify: VerifyAccessToken) -> McpMount:
         ),
         max_request_body_size=4 * 1024 * 1024,
     )
-    gate = McpAuthGate(
+    guarded = McpAuthGate(
         transport,
+        verifier=GrantTokenVerifier(verify, issuer=settings.base_url),
+        resource=resource,
         resource_metadata_url=f"{settings.base_url}/.well-known/oauth-protected-resource{MCP_PATH}",
         base_scopes=[s for s in CONNECTOR_SCOPES if s != "files:send"],
-    )
-    verifier = GrantTokenVerifier(verify, issuer=settings.base_url)
-    guarded = StripHeaderWhitespace(
-        AuthenticationMiddleware(
-            AuthContextMiddleware(gate),
-            backend=BearerAuthBackend(verifier, resource_server_url=AnyHttpUrl(resource)),
-        )
     )
 
     @asynccontextmanager
@@ -68,16 +59,3 @@ def allowed_hosts(base_url: str, extra: list[str]) -> list[str]:
     host = urlsplit(base_url).netloc
     bare = host.rsplit(":", 1)[0] if ":" in host and not host.endswith("]") else host
     return sorted({host, bare, f"{bare}:*", *extra})
-
-
-class StripHeaderWhitespace:
-    """Header values without surrounding spaces and tabs (RFC 9110 §5.5). uvicorn's httptools
-    parser keeps trailing whitespace, and the SDK compares ``Mcp-Name`` with the body as is."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope = {**scope, "headers": [(name, value.strip(b" \t")) for name, value in scope["headers"]]}
-        await self.app(scope, receive, send)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -70,11 +71,20 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(CoreCollector(core))
+        # The labelled children, looked up once: ``labels()`` costs more than the update itself.
+        # Keys are route templates, known methods and statuses, never paths: a small set.
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         method = method if method in METHODS else "other"
-        self.requests.labels(route, method, str(status)).inc()
-        self.seconds.labels(route, method).observe(seconds)
+        key = (route, method, status)
+        children = self._children.get(key)
+        if children is None:
+            children = (self.requests.labels(route, method, str(status)), self.seconds.labels(route, method))
+            if len(self._children) < 10_000:
+                self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def route(self) -> Route:
         async def metrics(_request: Request) -> Response:

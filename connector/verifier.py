@@ -30,17 +30,36 @@ class Verified(Protocol):
 VerifyAccessToken = Callable[[str], Awaitable[Verified | None]]
 
 
+MEMO_SIZE = 1024
+
+
 class GrantTokenVerifier:
-    """``verify_token`` for the SDK: ``None`` (anonymous) for anything invalid, expired or revoked."""
+    """``verify_token`` for the SDK: ``None`` (anonymous) for anything invalid, expired or revoked.
+
+    Every call asks ``verify`` (which answers revocations at once); when it answers the very object
+    it answered last time for this token (the verified-credential cache), the SDK's ``AccessToken``
+    made then is reused rather than validated again."""
 
     def __init__(self, verify: VerifyAccessToken, issuer: str) -> None:
         self._verify = verify
         self._issuer = issuer
+        self._made: dict[str, tuple[Verified, AccessToken]] = {}
 
     async def verify_token(self, token: str) -> AccessToken | None:
         verified = await self._verify(token)
         if verified is None:
+            self._made.pop(token, None)
             return None
+        made = self._made.get(token)
+        if made is not None and made[0] is verified:
+            return made[1]
+        access_token = self._access_token(token, verified)
+        if len(self._made) >= MEMO_SIZE:
+            self._made.clear()
+        self._made[token] = (verified, access_token)
+        return access_token
+
+    def _access_token(self, token: str, verified: Verified) -> AccessToken:
         grant = verified.principal
         return AccessToken(
             token=token,

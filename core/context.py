@@ -32,7 +32,9 @@ from core.adapters.push.router import PushRouter
 from core.adapters.storage.base import ObjectStore
 from core.availability import as_unavailable
 from core.clock import Clock
+from core.credentials import CREDENTIALS_TOPIC, CredentialCache, device_tag, revocation_message
 from core.events import (
+    CredentialsRevoked,
     Deferred,
     DeviceRevoked,
     EnvelopeQueued,
@@ -110,6 +112,7 @@ class Core:
         self.fanout = fanout
         self.push = push
         self.objects = objects
+        self.credentials = CredentialCache(clock)  # verified credentials; serves while running
         self._tasks: TaskGroup | None = None
         self._open_streams: dict[str, int] = {}
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
@@ -127,6 +130,7 @@ class Core:
         self._loop = (threading.get_ident(), anyio.lowlevel.current_token())
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
+        self._tasks.start_soon(self.credentials.follow, self.fanout)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -275,10 +279,12 @@ class Core:
     async def _after_commit(self, events: list[Event]) -> None:
         for event in events:
             if isinstance(event, EnvelopeQueued):
-                message = json.dumps({"seq": event.seq})
-                await self.fanout.publish(device_topic(event.recipient_device_id), message)
+                await self.fanout.publish(device_topic(event.recipient_device_id), event.message)
             elif isinstance(event, DeviceRevoked):
+                await self._revoke_credentials((device_tag(event.device_id),))
                 await self.fanout.publish(device_topic(event.device_id), json.dumps({"revoked": True}))
+            elif isinstance(event, CredentialsRevoked):
+                await self._revoke_credentials(event.tags)
             elif isinstance(event, Published):
                 await self.fanout.publish(event.topic, event.message)
             elif isinstance(event, PushRequested):
@@ -287,6 +293,16 @@ class Core:
                 self.spawn(self._deferred, event)
             elif isinstance(event, TransfersEnded):
                 await self._delete_objects(event)  # inline: once a transfer is ended, its objects are gone
+
+    async def _revoke_credentials(self, tags: tuple[str, ...]) -> None:
+        """Forget revoked credentials here before the revoking request is answered, and tell the
+        other replicas."""
+        self.credentials.drop(tags)
+        await self.fanout.publish(CREDENTIALS_TOPIC, revocation_message(tags))
+
+    def defer(self, event: Deferred) -> None:
+        """Run bookkeeping in the background, as an operation's ``Deferred`` event would."""
+        self.spawn(self._deferred, event)
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run ``fn`` in the background, off the request path; without a running Core it runs inline."""

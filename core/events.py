@@ -11,10 +11,12 @@ from core.adapters.push.base import PushMessage, PushTarget
 
 @dataclass(frozen=True, slots=True)
 class EnvelopeQueued:
-    """A blob was appended to a device's queue: wake its open streams."""
+    """A blob was appended to a device's queue: wake its open streams with ``message``
+    (``core.services.queue_wake``)."""
 
     recipient_device_id: str
     seq: int
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,13 @@ class DeviceRevoked:
     """The device's credential no longer works: close its streams at once."""
 
     device_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialsRevoked:
+    """Credentials stopped working (tags of ``core.credentials``): every replica forgets them."""
+
+    tags: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +66,15 @@ class TransfersEnded:
     transfer_ids: tuple[str, ...]
 
 
-Event = EnvelopeQueued | PushRequested | DeviceRevoked | Published | Deferred | TransfersEnded
+Event = (
+    EnvelopeQueued
+    | PushRequested
+    | DeviceRevoked
+    | CredentialsRevoked
+    | Published
+    | Deferred
+    | TransfersEnded
+)
 
 
 def device_topic(device_id: str) -> str:

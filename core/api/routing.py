@@ -21,7 +21,7 @@ from starlette.routing import Route
 from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
-from core.services.auth import Accept, authenticate, bearer_from_header
+from core.services.auth import Accept, authenticated, bearer_from_header
 from core.services.limits import Limited, limit_headers
 
 M = TypeVar("M", bound=BaseModel)
@@ -83,8 +83,8 @@ class Endpoint:
                 token = request.path_params[self.auth_path_param]
             else:
                 token = bearer_from_header(request.headers.get("authorization"))
-            principal = await core.run(
-                authenticate, principal, token=token, accept=self.auth, limit_ip=self.ip_limited
+            principal = await authenticated(
+                core, principal, token=token, accept=self.auth, limit_ip=self.ip_limited
             )
         body = await read_model(request, self.body, core.settings.max_body_bytes) if self.body else None
         call = Call(request, core, principal, body, dict(request.path_params), ip)

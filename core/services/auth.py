@@ -8,19 +8,19 @@ stored digest is compared again in constant time.
 from __future__ import annotations
 
 import enum
+import functools
 
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from core.context import Tx, read_only
+from core.context import Core, Tx, read_only
+from core.credentials import device_tag, sender_token_tag, use_due
 from core.domain.secrets import digest, digests_match, is_device_credential, is_sender_token
 from core.errors import RelayError
 from core.events import Deferred
 from core.principal import Principal, PrincipalKind
 from core.services.limits import peek_ip
 from core.store.tables import Device, PairingCode, SenderToken
-
-LAST_SEEN_GRANULARITY_S = 60
 
 
 class Accept(enum.Flag):
@@ -39,12 +39,63 @@ def bearer_from_header(header: str | None) -> str:
     return token.strip()
 
 
+async def authenticated(
+    core: Core, principal: Principal, *, token: str, accept: Accept, limit_ip: bool = False
+) -> Principal:
+    """``authenticate`` through the verified-credential cache (``core.credentials``): a device
+    credential or sender token verified a moment ago is not read again (revoking or unpairing
+    drops it at once, on every replica). ``limit_ip`` routes always read: the IP's budget is
+    checked before the token."""
+    key = digest(token)
+    cached = None if limit_ip else core.credentials.get(key)
+    if cached is not None:
+        value, note = cached
+        if isinstance(value, Principal) and value.kind in _kinds(accept):
+            if note is not None:
+                core.defer(note)
+            return value
+    epoch = core.credentials.epoch
+    found, used_at = await core.run(_resolve, principal, token=token, accept=accept, limit_ip=limit_ip)
+    if not found.pending:
+        tag, kind, row_id = (
+            (device_tag(found.device_id), "device", found.device_id)
+            if found.kind is PrincipalKind.DEVICE and found.device_id
+            else (sender_token_tag(found.token_id or ""), "token", found.token_id or "")
+        )
+        core.credentials.put(
+            key,
+            found,
+            epoch=epoch,
+            tags=(tag,),
+            note_use=functools.partial(note_use, kind, row_id),
+            used_at=used_at,
+        )
+    return found
+
+
+def _kinds(accept: Accept) -> frozenset[PrincipalKind]:
+    kinds: set[PrincipalKind] = set()
+    if Accept.SENDER_TOKEN in accept:
+        kinds.add(PrincipalKind.SENDER_TOKEN)
+    if (Accept.DEVICE | Accept.PENDING_DEVICE) & accept:
+        kinds.add(PrincipalKind.DEVICE)
+    return frozenset(kinds)
+
+
 @read_only
 def authenticate(
     tx: Tx, principal: Principal, *, token: str, accept: Accept, limit_ip: bool = False
 ) -> Principal:
     """Resolve ``token`` to the principal it stands for (``principal`` is the anonymous caller,
     whose label is its IP). ``limit_ip``: refuse an IP over its send-class budget first."""
+    return _resolve(tx, principal, token=token, accept=accept, limit_ip=limit_ip)[0]
+
+
+@read_only
+def _resolve(
+    tx: Tx, principal: Principal, *, token: str, accept: Accept, limit_ip: bool = False
+) -> tuple[Principal, int | None]:
+    """``authenticate``, and when the credential's last use is noted as of now."""
     assert principal.kind is PrincipalKind.ANONYMOUS
     if limit_ip:
         peek_ip(tx, principal.label or "unknown")
@@ -55,47 +106,55 @@ def authenticate(
     raise RelayError("invalid_token")
 
 
-def _sender_token(tx: Tx, token: str) -> Principal:
+def _sender_token(tx: Tx, token: str) -> tuple[Principal, int | None]:
     wanted = digest(token)
     row = tx.session.exec(select(SenderToken).where(col(SenderToken.token_hash) == wanted)).first()
     if row is None or row.revoked_at is not None or not digests_match(row.token_hash, wanted):
         raise RelayError("invalid_token")
-    _note_use(tx, "token", row.token_id, row.last_used_at)
-    return Principal.sender_token(
+    principal = Principal.sender_token(
         account_id=row.account_id,
         token_id=row.token_id,
         label=row.label,
         scope=row.scope,
         priority_cap=row.priority_cap,
     )
+    return principal, _note_use(tx, "token", row.token_id, row.last_used_at)
 
 
-def _device(tx: Tx, token: str, *, allow_pending: bool) -> Principal:
+def _device(tx: Tx, token: str, *, allow_pending: bool) -> tuple[Principal, int | None]:
     wanted = digest(token)
     device = tx.session.exec(select(Device).where(col(Device.credential_hash) == wanted)).first()
     if device is not None and digests_match(device.credential_hash, wanted):
-        _note_use(tx, "device", device.device_id, device.last_seen_at)
-        return Principal.device(
+        principal = Principal.device(
             account_id=device.account_id, device_id=device.device_id, surface_kind=device.surface_kind
         )
+        return principal, _note_use(tx, "device", device.device_id, device.last_seen_at)
     if allow_pending:
         code = tx.session.exec(select(PairingCode).where(col(PairingCode.credential_hash) == wanted)).first()
         if code is not None and digests_match(code.credential_hash, wanted):
-            return Principal(
+            pending = Principal(
                 kind=PrincipalKind.DEVICE,
                 account_id="",
                 device_id=code.device_id,
                 surface_kind=code.surface_kind,
                 pending=True,
             )
+            return pending, None
     raise RelayError("invalid_token")
 
 
-def _note_use(tx: Tx, kind: str, row_id: str, last: int | None) -> None:
-    """Ask for the last-used time to be written later, at most once a minute per credential."""
+def _note_use(tx: Tx, kind: str, row_id: str, last: int | None) -> int | None:
+    """Ask for the last-used time to be written later, at most once a minute per credential;
+    returns the last use as noted now."""
     now = tx.now()
-    if last is None or now - last >= LAST_SEEN_GRANULARITY_S:
-        tx.emit(Deferred(record_use, {"kind": kind, "row_id": row_id, "at": now}))
+    if use_due(last, now):
+        tx.emit(note_use(kind, row_id, now))
+        return now
+    return last
+
+
+def note_use(kind: str, row_id: str, at: int) -> Deferred:
+    return Deferred(record_use, {"kind": kind, "row_id": row_id, "at": at})
 
 
 def record_use(tx: Tx, principal: Principal, *, kind: str, row_id: str, at: int) -> None:

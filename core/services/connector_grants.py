@@ -13,14 +13,13 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from core.context import Tx
+from core.credentials import grant_tag, use_due
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
-from core.events import Deferred
+from core.events import CredentialsRevoked, Deferred
 from core.principal import CONNECTOR_SCOPES, Principal, PrincipalKind
 from core.services.devices import own_device
 from core.store.tables import ConnectorGrant
-
-LAST_USED_GRANULARITY_S = 60
 
 
 class ConnectorGrantCreate(BaseModel):
@@ -84,8 +83,7 @@ def revoke_connector_grant(tx: Tx, principal: Principal, *, grant_id: str) -> Co
     if row is None or row.account_id != phone.account_id:
         raise RelayError("not_found")
     if row.revoked_at is None:
-        row.revoked_at = tx.now()
-        tx.session.add(row)
+        _revoke(tx, row)
     return _out(row)
 
 
@@ -94,8 +92,13 @@ def end_connector_grant(tx: Tx, principal: Principal, *, grant_id: str) -> None:
     _require_system(principal)
     row = tx.session.get(ConnectorGrant, grant_id)
     if row is not None and row.revoked_at is None:
-        row.revoked_at = tx.now()
-        tx.session.add(row)
+        _revoke(tx, row)
+
+
+def _revoke(tx: Tx, row: ConnectorGrant) -> None:
+    row.revoked_at = tx.now()
+    tx.session.add(row)
+    tx.emit(CredentialsRevoked((grant_tag(row.grant_id),)))  # every replica forgets its tokens
 
 
 def grant_in_force(tx: Tx, grant_id: str) -> ConnectorGrant | None:
@@ -105,9 +108,14 @@ def grant_in_force(tx: Tx, grant_id: str) -> ConnectorGrant | None:
     if row is None or row.revoked_at is not None:
         return None
     now = tx.now()
-    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_GRANULARITY_S:
-        tx.emit(Deferred(record_grant_use, {"grant_id": grant_id, "at": now}))
+    if use_due(row.last_used_at, now):
+        tx.emit(note_grant_use(grant_id, now))
     return row
+
+
+def note_grant_use(grant_id: str, at: int) -> Deferred:
+    """The bookkeeping of one use of the grant (also on a cached verification)."""
+    return Deferred(record_grant_use, {"grant_id": grant_id, "at": at})
 
 
 def record_grant_use(tx: Tx, principal: Principal, *, grant_id: str, at: int) -> None:

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import bindparam, delete, func, insert, select
 from sqlmodel import col
 
 from core.adapters.push.base import PushMessage, PushTarget, WebPushSubscription
@@ -17,6 +17,7 @@ from core.context import Tx
 from core.domain import payloads
 from core.domain.canonical import canonical_json
 from core.events import EnvelopeQueued, Published, PushRequested, device_topic
+from core.services.queue_wake import wake_message
 from core.store.tables import Device, QueuedEnvelope, WebPushSubscriptionRow
 
 QUEUE_CAP = 200
@@ -55,6 +56,7 @@ def enqueue(
         )
     now = tx.now()
     connection = tx.session.connection()
+    prev = connection.execute(_LATEST, {"recipient": recipient_device_id}).scalar_one_or_none() or 0
     seq = connection.execute(
         _INSERT,
         {
@@ -67,13 +69,16 @@ def enqueue(
         },
     ).scalar_one()
     connection.execute(_TRIM, {"recipient": recipient_device_id})
-    tx.emit(EnvelopeQueued(recipient_device_id, seq))
+    wake = wake_message(seq=int(seq), prev=int(prev), sender=sender, type=type, blob=blob)
+    tx.emit(EnvelopeQueued(recipient_device_id, int(seq), wake))
     return int(seq)
 
 
 # Built once: the queue is the hot path, and building SQL statements costs more than running them.
 _QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
 _INSERT = insert(_QUEUE).returning(_QUEUE.c.seq)
+# The recipient's newest entry before this one: its streams know whether they missed anything.
+_LATEST = select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
 _OLDEST_KEPT = (
     select(_QUEUE.c.seq)
     .where(_QUEUE.c.recipient_device_id == bindparam("recipient"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
-from sqlmodel import col, select
+from sqlalchemy import bindparam, exists, select
 
 from core.context import Core, Tx, read_only
 from core.principal import SCOPE_DEVICES_READ, Principal, PrincipalKind
@@ -43,34 +43,45 @@ async def list_devices(core: Core, principal: Principal) -> DeviceList:
 def account_devices(tx: Tx, principal: Principal) -> list[DeviceSummary]:
     if principal.kind is not PrincipalKind.DEVICE:
         principal.require_scope(SCOPE_DEVICES_READ)
-    devices = tx.session.exec(
-        select(Device).where(col(Device.account_id) == principal.account_id).order_by(col(Device.created_at))
-    ).all()
-    with_web_push = set(
-        tx.session.exec(
-            select(WebPushSubscriptionRow.device_id).where(
-                col(WebPushSubscriptionRow.device_id).in_([d.device_id for d in devices])
-            )
-        ).all()
-    )
+    rows = tx.session.connection().execute(_ACCOUNT_DEVICES, {"account_id": principal.account_id})
     return [
         DeviceSummary(
-            device_id=d.device_id,
-            name=d.name,
-            surface_kind=d.surface_kind,
-            reachable=bool(d.fcm_token) or d.device_id in with_web_push,
-            status_reported_at=d.status_reported_at,
-            last_seen_at=_coarse(d) if d.last_seen_at is not None else None,
-            battery_percent=d.battery_percent,
-            charging=d.charging,
+            device_id=row.device_id,
+            name=row.name,
+            surface_kind=row.surface_kind,
+            reachable=bool(row.fcm_token) or row.web_push,
+            status_reported_at=row.status_reported_at,
+            last_seen_at=_coarse(row.surface_kind, row.last_seen_at),
+            battery_percent=row.battery_percent,
+            charging=row.charging,
         )
-        for d in devices
+        for row in rows
     ]
 
 
-def _coarse(device: Device) -> int | None:
-    if device.last_seen_at is None:
-        return None
-    if device.surface_kind == "phone":
-        return device.last_seen_at - device.last_seen_at % HOUR
-    return device.last_seen_at
+# Built once: this read is what every list_devices call costs, and building a statement costs
+# more than running it. One statement: the devices, each with whether it has a web-push subscription.
+_DEVICE = Device.__table__  # type: ignore[attr-defined]
+_WEB_PUSH = WebPushSubscriptionRow.__table__  # type: ignore[attr-defined]
+_ACCOUNT_DEVICES = (
+    select(
+        _DEVICE.c.device_id,
+        _DEVICE.c.name,
+        _DEVICE.c.surface_kind,
+        _DEVICE.c.fcm_token,
+        _DEVICE.c.status_reported_at,
+        _DEVICE.c.last_seen_at,
+        _DEVICE.c.battery_percent,
+        _DEVICE.c.charging,
+        exists().where(_WEB_PUSH.c.device_id == _DEVICE.c.device_id).label("web_push"),
+    )
+    .where(_DEVICE.c.account_id == bindparam("account_id"))
+    .order_by(_DEVICE.c.created_at)
+)
+
+
+def _coarse(surface_kind: str, last_seen_at: int | None) -> int | None:
+    """Phones are shown to the hour (where the phone is, roughly, is not every caller's business)."""
+    if last_seen_at is None or surface_kind != "phone":
+        return last_seen_at
+    return last_seen_at - last_seen_at % HOUR

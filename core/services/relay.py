@@ -11,7 +11,7 @@ import binascii
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
-from sqlalchemy import and_, or_, update
+from sqlalchemy import and_, bindparam, or_, sql, update
 from sqlmodel import col, select
 
 from core.adapters.push.base import PushMessage
@@ -23,6 +23,7 @@ from core.events import Deferred
 from core.principal import Principal, PrincipalKind
 from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
 from core.services.devices import own_device
+from core.services.queue_wake import blob_text
 from core.store.tables import Device, Pair, QueuedEnvelope
 
 # Envelope payload types a device may relay (the spec's table), and the sms family behind a flag.
@@ -74,20 +75,49 @@ class QueuePage(BaseModel):
 
 def relay_envelope(tx: Tx, principal: Principal, *, body: EnvelopeCreate) -> EnvelopeAccepted:
     """Queue an opaque envelope for a paired device and push it to a phone."""
-    sender = own_device(tx, principal)
+    sender_id = principal.require_device()
+    found = (
+        tx.session.connection().execute(_SENDER_AND_RECIPIENT, {"sender": sender_id, "to": body.to}).first()
+    )
+    if found is None:
+        raise RelayError("invalid_token")  # the sending device is gone
     if body.type not in RELAYED_TYPES:
         if not SMS_FAMILY.fullmatch(body.type):
             raise RelayError("invalid_envelope_type", details={"allowed": sorted(RELAYED_TYPES)})
         if not tx.settings.sms_enabled:
             raise RelayError("feature_disabled", "SMS relaying is turned off on this server.")
     blob = _decode_blob(body.blob, tx.settings.max_envelope_bytes)
-    recipient = paired_recipient(tx, sender, body.to)
+    if found.recipient is None:  # no pair joins them (existence is not confirmed)
+        raise RelayError("not_found", "No paired device with that id.")
     ttl = max(0, min(body.ttl if body.ttl is not None else QUEUE_LIFETIME_S, QUEUE_LIFETIME_S))
     msg_id = new_prefixed_id("msg")
-    seq = enqueue(tx, recipient.device_id, sender=sender.device_id, type=body.type, blob=blob, ttl_s=ttl)
-    if recipient.surface_kind == "phone":
-        _push_to_phone(tx, recipient, body, blob, msg_id=msg_id, seq=seq, ttl=ttl)
+    seq = enqueue(tx, found.recipient, sender=sender_id, type=body.type, blob=blob, ttl_s=ttl)
+    if found.surface_kind == "phone":
+        phone = tx.session.get(Device, found.recipient)
+        assert phone is not None  # read in this transaction
+        _push_to_phone(tx, phone, body, blob, msg_id=msg_id, seq=seq, ttl=ttl)
     return EnvelopeAccepted(seq=seq, msg_id=msg_id)
+
+
+# Built once (the relay is the hot write path): the sender, if it still exists, and the recipient
+# if a pair joins the two (either may be the phone).
+_SENDER = Device.__table__.alias("sender")  # type: ignore[attr-defined]
+_RECIPIENT = Device.__table__.alias("recipient")  # type: ignore[attr-defined]
+_PAIR = Pair.__table__  # type: ignore[attr-defined]
+_SENDER_AND_RECIPIENT = (
+    sql.select(_RECIPIENT.c.device_id.label("recipient"), _RECIPIENT.c.surface_kind)
+    .select_from(_SENDER)
+    .outerjoin(
+        _PAIR,
+        or_(
+            and_(_PAIR.c.phone_device_id == _SENDER.c.device_id, _PAIR.c.device_id == bindparam("to")),
+            and_(_PAIR.c.phone_device_id == bindparam("to"), _PAIR.c.device_id == _SENDER.c.device_id),
+        ),
+    )
+    .outerjoin(_RECIPIENT, and_(_RECIPIENT.c.device_id == bindparam("to"), _PAIR.c.pair_id.is_not(None)))
+    .where(_SENDER.c.device_id == bindparam("sender"))
+    .limit(1)
+)
 
 
 def _push_to_phone(
@@ -163,8 +193,7 @@ def read_queue(tx: Tx, principal: Principal, *, after: int, limit: int = 100) ->
 
 def _item(row: QueuedEnvelope) -> QueueItem:
     assert row.seq is not None
-    blob = row.blob.decode() if row.type == "push" else base64.b64encode(row.blob).decode()
-    return QueueItem(seq=row.seq, sender=row.sender, type=row.type, blob=blob)
+    return QueueItem(seq=row.seq, sender=row.sender, type=row.type, blob=blob_text(row.type, row.blob))
 
 
 def mark_drained(tx: Tx, principal: Principal, *, device_id: str) -> None:

@@ -1,5 +1,7 @@
 """Following a device's queue live: replay what is queued after a sequence id, then wait for
-fan-out wake-ups (never polling the database) and read what they announce.
+fan-out wake-ups (never polling the database). A wake-up that carries the entry right after the
+last one delivered is written as is; any other (a gap, an entry too big to carry, lost wake-ups)
+makes the stream read the store from its last seq, so nothing is lost or sent twice.
 
 Yields queue items, live pushes (not kept: ring, reminders) and, when nothing happened for the
 keep-alive interval, ``KEEPALIVE``. Ends when the device's credential is revoked, or when the
@@ -19,6 +21,7 @@ from core.context import Core
 from core.errors import RelayError
 from core.events import device_topic
 from core.principal import Principal
+from core.services.queue_wake import carried
 from core.services.relay import QueueItem, read_queue
 
 KEEPALIVE: Final = "keepalive"
@@ -50,18 +53,21 @@ async def _follow(
     # Subscribe before the first read: a wake-up that lands between the two is not lost.
     async with core.fanout.subscribe(device_topic(device_id)) as wakeups:
         last = after
+        read_store = True
         while True:
-            try:
-                page = await core.run(read_queue, principal, after=last, limit=PAGE)
-            except RelayError as error:
-                if error.code == "invalid_token":
-                    return  # revoked while we read: end the stream cleanly, as the revocation event would
-                raise
-            for item in page.items:
-                yield item
-                last = item.seq
-            if len(page.items) == PAGE:
-                continue  # more is waiting
+            if read_store:
+                try:
+                    page = await core.run(read_queue, principal, after=last, limit=PAGE)
+                except RelayError as error:
+                    if error.code == "invalid_token":
+                        return  # revoked while we read: end the stream cleanly, as the revocation would
+                    raise
+                for item in page.items:
+                    yield item
+                    last = item.seq
+                if len(page.items) == PAGE:
+                    continue  # more is waiting
+                read_store = False
             with anyio.move_on_after(core.settings.stream_keepalive_s) as waited, core.until_shutdown():
                 received: tuple[str, str] | None = await wakeups.receive()
             if core.shutting_down:
@@ -69,11 +75,25 @@ async def _follow(
             if waited.cancelled_caught:
                 yield KEEPALIVE
                 continue
-            while received is not None:  # a burst of wake-ups is read from the store once
+            while received is not None:  # a burst of wake-ups
                 message = json.loads(received[1])
                 if message.get("revoked"):
                     return
                 if isinstance(message.get("push"), dict):
                     yield LivePush(message["push"])
+                elif not _already_delivered(message, last):
+                    entry = None if read_store else carried(message)
+                    if entry is not None and entry.prev == last:  # the very next entry: no read
+                        yield QueueItem(seq=entry.seq, sender=entry.sender, type=entry.type, blob=entry.blob)
+                        last = entry.seq
+                    else:  # behind, too big to carry, or a resync: the store has it
+                        read_store = True
                 received = wakeups.receive_nowait()
-            wakeups.overflowed = False
+            if wakeups.overflowed:  # wake-ups were lost: what they announced is in the store
+                wakeups.overflowed = False
+                read_store = True
+
+
+def _already_delivered(message: dict[str, Any], last: int) -> bool:
+    seq = message.get("seq")
+    return isinstance(seq, int) and seq <= last

@@ -12,9 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import col, func, select
 
 from core.context import Tx, read_only
+from core.credentials import sender_token_tag
 from core.domain import payloads
 from core.domain.secrets import digest, new_prefixed_id, new_sender_token
 from core.errors import RelayError
+from core.events import CredentialsRevoked
 from core.principal import SENDER_TOKEN_SCOPES, Principal
 from core.services.delivery import send_server_message
 from core.services.devices import own_device
@@ -99,6 +101,7 @@ def revoke_sender_token(tx: Tx, principal: Principal, *, token_id: str) -> Token
         row.revoked_at = tx.now()
         row.revoked_by_device_id = phone.device_id
         tx.session.add(row)
+        tx.emit(CredentialsRevoked((sender_token_tag(row.token_id),)))  # every replica forgets it
         tx.session.flush()
         _announce(tx, phone)
     return _out(row)

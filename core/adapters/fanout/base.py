@@ -13,7 +13,8 @@ from typing import Protocol
 
 
 class Subscription(Protocol):
-    overflowed: bool
+    overflowed: bool  # messages were lost (buffer full, connection lost): catch up from the store
+    connected: bool  # False while the fan-out cannot hear this subscription's topics at all
 
     async def receive(self) -> tuple[str, str]:
         """Wait for the next (topic, message)."""

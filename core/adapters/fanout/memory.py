@@ -17,6 +17,7 @@ class MemorySubscription:
         self._buffer = buffer
         self._ready = anyio.Event()
         self.overflowed = False
+        self.connected = True  # in process, always; the Redis fan-out clears it while disconnected
 
     def deliver(self, topic: str, message: str) -> None:
         if len(self._queue) >= self._buffer:

@@ -8,7 +8,8 @@ memory) and a writer brings the connection's channels in line with the local sub
 last). ``subscribe`` returns only once Redis has confirmed the SUBSCRIBE, so a message published
 after it returns is heard ("subscribe, read the store, then wait" loses nothing).
 
-When the connection drops, every confirmed subscription is marked ``overflowed``; after the
+When the connection drops, every confirmed subscription is marked ``overflowed`` and not
+``connected``; after the
 reconnect has resubscribed its topics it is woken with ``RESYNC`` (a message that announces
 nothing), so its waiter reads the store again and catches up on what it may have missed.
 """
@@ -267,6 +268,8 @@ class RedisFanout:
                 channel.confirmed.set()
                 if channel.resync:
                     channel.resync = False
+                    for subscription in channel.subscriptions:
+                        subscription.connected = True
                     _deliver(channel.subscriptions, channel.topic, RESYNC)
 
     def _connection_lost(self) -> None:
@@ -278,6 +281,7 @@ class RedisFanout:
                 channel.resync = True
                 for subscription in channel.subscriptions:
                     subscription.overflowed = True
+                    subscription.connected = False
 
 
 def _deliver(subscriptions: Iterable[MemorySubscription], topic: str, message: str) -> None:

@@ -1,0 +1,50 @@
+"""The wake-up a queue entry sends to its recipient's open streams, over the fan-out.
+
+It names the entry's ``seq`` and the ``prev`` seq of the recipient's entry before it (0: none),
+and carries a small entry itself (sender, type, blob as the stream shows it). A stream that has
+delivered exactly ``prev`` writes the carried entry without reading the store; any other stream
+(behind, after a lost wake-up, or an entry too big to carry) reads the store as before. Entries of
+one recipient are committed in seq order (``delivery.enqueue``), so ``prev`` is exact.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+
+CARRIED_MAX_CHARS = 4096  # a larger blob is read from the store: wake-ups stay small
+
+
+def blob_text(type: str, blob: bytes) -> str:
+    """A queued blob as a stream shows it: a push message is JSON text, an envelope base64."""
+    return blob.decode() if type == "push" else base64.b64encode(blob).decode()
+
+
+def wake_message(*, seq: int, prev: int, sender: str, type: str, blob: bytes) -> str:
+    message: dict[str, object] = {"seq": seq, "prev": prev}
+    if len(blob) * 4 // 3 + 4 <= CARRIED_MAX_CHARS:
+        message["entry"] = {"from": sender, "type": type, "blob": blob_text(type, blob)}
+    return json.dumps(message, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """An entry carried by its wake-up."""
+
+    seq: int
+    prev: int
+    sender: str
+    type: str
+    blob: str
+
+
+def carried(message: dict[str, object]) -> Carried | None:
+    """The entry a parsed wake-up carries, if it carries one well formed."""
+    seq, prev, entry = message.get("seq"), message.get("prev"), message.get("entry")
+    if not (isinstance(seq, int) and isinstance(prev, int) and isinstance(entry, dict)):
+        return None
+    sender, type, blob = entry.get("from"), entry.get("type"), entry.get("blob")
+    if not (isinstance(sender, str) and isinstance(type, str) and isinstance(blob, str)):
+        return None
+    return Carried(seq, prev, sender, type, blob)
