@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 
 from client.api import ApiError
-from client.phone_ops import Output, place_file
+from client.documents import place_file
+from client.output import Output
 from client.state import ClientError, DeviceState
 from client.stream import Received, Relay, one_line
 from client.transfer_api import URLS_PER_REQUEST, ObjectHttp, TransferApi

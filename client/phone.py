@@ -11,8 +11,9 @@ from pathlib import Path
 import httpx
 
 from client.api import ApiError, CreatedToken, RelayboxApi, TokenInfo
-from client.phone_ops import Answered, PhoneOps
-from client.phone_ops import answer_question as _answer_question
+from client.phone_api import Answered
+from client.phone_ops import PhoneOps
+from client.questions import answer_question as _answer_question
 from client.state import DeviceState, Paired, Peer, StateError
 from client.stream import Dispatcher, Received, Relay, Relayed, default_dispatcher, one_line
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair

@@ -17,7 +17,7 @@ import pytest
 
 from client import computer, phone
 from client.file_receiver import FileReceiver
-from client.phone_ops import Output
+from client.output import Output
 from client.progress import Progress
 from client.state import DeviceState
 from client.stream import Opener, Received, SyncEvent, SyncFollower
