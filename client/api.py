@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 from urllib.parse import quote
 
 import httpx
 
+from client.lifecycle import Closing
 from client.state import ClientError
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -120,7 +120,7 @@ def normalise_server(url: str) -> str:
     return text
 
 
-class RelayboxApi:
+class RelayboxApi(Closing):
     """The device routes, over one ``httpx.Client``. Use as a context manager, or call ``close()``."""
 
     def __init__(
@@ -143,14 +143,6 @@ class RelayboxApi:
 
     def __repr__(self) -> str:
         return f"RelayboxApi({self.server!r}, token={'set' if self._token else 'none'})"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         self._http.close()

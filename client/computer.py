@@ -15,8 +15,8 @@ from typing import Literal
 import httpx
 
 from client.api import ApiError, RelayboxApi
+from client.relay import Relay, Relayed
 from client.state import ClientError, DeviceState, Paired, Peer, PendingPairing, StateError
-from client.stream import Relay, Relayed
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair
 
 Surface = Literal["cli", "desktop"]

@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+from client.dispatch import one_line
+from client.opener import Received
 from client.output import Output
 from client.payload_fields import ID
 from client.phone_api import PhoneApi
 from client.state import ClientError, DeviceState
-from client.stream import Received, one_line
 from core.domain.envelope import EnvelopeError, open_envelope
 from core.domain.filenames import UnsafeFilenameError, sanitize_filename
 from core.domain.keys import InvalidPublicKey, decode_public_key

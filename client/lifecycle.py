@@ -1,7 +1,8 @@
 """Context-manager plumbing shared by the client's connections and background workers.
 
-``Closing``: ``with thing:`` closes it on the way out (``RelayboxApi``, ``SyncFollower``,
-``Relay``). ``Running``: also starts it on the way in (``ReminderScheduler``, ``PhoneOps``).
+``Closing``: ``with thing:`` closes it on the way out (``RelayboxApi``, ``ObjectHttp``,
+``SyncFollower``, ``Relay``). ``Running``: also starts it on the way in (``ReminderScheduler``,
+``PhoneOps``).
 """
 
 from __future__ import annotations

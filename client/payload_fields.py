@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from client.stream import Received
+from client.opener import Received
 
 ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 

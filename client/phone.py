@@ -11,11 +11,13 @@ from pathlib import Path
 import httpx
 
 from client.api import ApiError, CreatedToken, RelayboxApi, TokenInfo
+from client.dispatch import Dispatcher, default_dispatcher, one_line
+from client.opener import Received
 from client.phone_api import Answered
 from client.phone_ops import PhoneOps
 from client.questions import answer_question as _answer_question
+from client.relay import Relay, Relayed
 from client.state import DeviceState, Paired, Peer, StateError
-from client.stream import Dispatcher, Received, Relay, Relayed, default_dispatcher, one_line
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair
 
 DEFAULT_NAME = "relaybox virtual phone"
@@ -149,7 +151,7 @@ def run_dispatcher(path: Path, ops: PhoneOps | None = None) -> Dispatcher:
     This is the table to extend: add an entry to ``payloads`` (keyed by the decrypted payload's
     ``type``) or ``pushes`` (keyed by the push ``type``). A describer gets the opened ``Received``
     and returns the line to print; it may act first (the state file is at ``path``;
-    ``client.stream.Relay`` answers a peer). With ``ops``, reminders, questions, ring and documents
+    ``client.relay.Relay`` answers a peer). With ``ops``, reminders, questions, ring and documents
     are handled by ``client.phone_ops`` (which prints its own output).
     """
     dispatcher = default_dispatcher()

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from client.api import ApiError, RelayboxApi
+from client.dispatch import one_line
 from client.payload_fields import ID
 from client.state import ClientError
-from client.stream import one_line
 
 
 @dataclass(frozen=True, slots=True)

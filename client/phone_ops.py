@@ -13,14 +13,15 @@ from pathlib import Path
 
 import httpx
 
+from client.dispatch import Dispatcher, one_line
 from client.documents import DOWNLOADS_DIR, PhoneDocuments
 from client.lifecycle import Running
+from client.opener import Received
 from client.output import Output
 from client.phone_api import PhoneApi
 from client.questions import PhoneQuestions
 from client.reminders import PhoneReminders
 from client.state import DeviceState
-from client.stream import Dispatcher, Received, one_line
 
 
 class PhoneOps(Running):

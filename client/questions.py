@@ -15,11 +15,12 @@ from typing import Any, cast
 import httpx
 
 from client.api import ApiError
+from client.dispatch import one_line
+from client.opener import Received
 from client.output import Output
 from client.payload_fields import PayloadError, id_field, integer_field, text_field
 from client.phone_api import Answered, PhoneApi
 from client.state import ClientError, DeviceState
-from client.stream import Received, one_line
 
 
 @dataclass(frozen=True, slots=True)

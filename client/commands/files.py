@@ -9,11 +9,11 @@ from pathlib import Path
 
 from client import transfers
 from client.commands.wiring import Run, Subcommands, add_state_option, command, state_path
+from client.dispatch import Dispatcher
 from client.file_receiver import FileReceiver
 from client.output import Output
 from client.progress import Progress
 from client.state import DeviceState, Role
-from client.stream import Dispatcher
 
 # relaybox send-file, relaybox cancel-file (and the phone's)
 

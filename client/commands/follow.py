@@ -19,21 +19,14 @@ from client.commands.wiring import (
     positive_float,
     state_path,
 )
+from client.dispatch import Dispatcher, default_dispatcher
 from client.documents import DOWNLOADS_DIR
+from client.opener import Dropped, Opener, Received
 from client.output import Output
 from client.phone_ops import PhoneOps
+from client.position import Position, load_last_seq
 from client.state import DeviceState
-from client.stream import (
-    Dispatcher,
-    Dropped,
-    KeepAlive,
-    Opener,
-    Position,
-    Received,
-    SyncFollower,
-    default_dispatcher,
-    load_last_seq,
-)
+from client.sync_follower import KeepAlive, SyncFollower
 
 # relaybox tail, relaybox phone run, relaybox phone send, relaybox send-text
 

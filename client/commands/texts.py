@@ -7,7 +7,7 @@ import sys
 
 from client import computer, phone
 from client.commands.wiring import Subcommands, add_state_option, command, state_path
-from client.stream import Relayed
+from client.relay import Relayed
 
 
 def add_text_commands(commands: Subcommands, phone_commands: Subcommands) -> None:

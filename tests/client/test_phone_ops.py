@@ -26,25 +26,18 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from client import phone
+from client.dispatch import default_dispatcher
 from client.documents import DocumentError, numbered_names, safe_filename, save_document
+from client.opener import Opener, Received
 from client.output import Output
 from client.phone_ops import PhoneOps
+from client.position import load_last_seq, save_last_seq
 from client.questions import Question, choose, parse_answer_line, parse_question
 from client.reminder_schedule import Reminder, ReminderQueue, ReminderScheduler
 from client.reminders import load_reminders, save_reminders
+from client.sse import SseEvent, SseParser
 from client.state import ClientError, DeviceState, update_fields
-from client.stream import (
-    KeepAlive,
-    Opener,
-    Received,
-    SseEvent,
-    SseParser,
-    SyncEvent,
-    SyncFollower,
-    default_dispatcher,
-    load_last_seq,
-    save_last_seq,
-)
+from client.sync_follower import KeepAlive, SyncEvent, SyncFollower
 from connector.cli import main
 from core.domain.canonical import canonical_json
 from core.domain.envelope import seal
