@@ -10,7 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from client.api import ApiError, CreatedToken, RelayboxApi, TokenInfo
+from client.api import ApiError
+from client.device_api import CreatedToken, DeviceApi, TokenInfo
 from client.dispatch import Dispatcher, default_dispatcher, one_line
 from client.opener import Received
 from client.phone_api import Answered
@@ -39,7 +40,7 @@ def register(
     if path.exists() and not force:
         raise StateError("state_exists", f"{path} already holds a device; pass --force to replace it")
     secret, public = generate_keypair()
-    with RelayboxApi(server, transport=transport) as api:
+    with DeviceApi(server, transport=transport) as api:
         registered = api.register_phone(public_key=b64encode(public), name=name, app_build=app_build)
         state = DeviceState(
             server=api.server,
@@ -96,7 +97,7 @@ def confirm_connector(path: Path, code: str, *, transport: httpx.BaseTransport |
     state = load(path)
     body = {"code": normalise_code(code), "public_key": state.public_key, "intent": "connector"}
     with _api(state, transport) as api:
-        # RelayboxApi.pair_confirm reads a pairing answer (a device); a connector answer names the client.
+        # DeviceApi.pair_confirm reads a pairing answer (a device); a connector answer names the client.
         answer = api._call("POST", "/v1/pair/confirm", body=body)
     name = answer.get("client_name") if isinstance(answer, dict) else None
     if not isinstance(name, str):
@@ -196,5 +197,5 @@ def _describe_batch_dismiss(item: Received) -> str:
     return one_line(f"push batch_dismiss: dismissed {ids or 'nothing'}")
 
 
-def _api(state: DeviceState, transport: httpx.BaseTransport | None) -> RelayboxApi:
-    return RelayboxApi(state.server, state.device_token, transport=transport)
+def _api(state: DeviceState, transport: httpx.BaseTransport | None) -> DeviceApi:
+    return DeviceApi(state.server, state.device_token, transport=transport)

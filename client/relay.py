@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from client.api import ApiError, RelayboxApi
+from client.api import ApiError, RelayboxApi, without_none
 from client.lifecycle import Closing
 from client.state import ClientError, DeviceState, Peer
 from core.domain.canonical import canonical_json
@@ -55,9 +55,7 @@ class Relay(Closing):
 
 class _RelayApi(RelayboxApi):
     def post_envelope(self, *, to: str, type: str, blob: bytes, ttl: int | None) -> tuple[int, str]:
-        body: dict[str, Any] = {"to": to, "type": type, "blob": base64.b64encode(blob).decode()}
-        if ttl is not None:
-            body["ttl"] = ttl
+        body = {"to": to, "type": type, "blob": base64.b64encode(blob).decode(), **without_none(ttl=ttl)}
         raw = self._call("POST", "/v1/envelopes", body=body, expect=202)
         seq = raw.get("seq") if isinstance(raw, dict) else None
         msg_id = raw.get("msg_id") if isinstance(raw, dict) else None

@@ -12,7 +12,8 @@ from urllib.parse import quote
 
 import httpx
 
-from client.api import USER_AGENT, ApiError, Fields, RelayboxApi, error_from_response
+from client.api import USER_AGENT, ApiError, RelayboxApi, error_from_response
+from client.api_fields import Fields
 from client.lifecycle import Closing
 from client.state import ClientError
 

@@ -7,8 +7,8 @@ import sys
 from datetime import UTC, datetime
 
 from client import phone
-from client.api import TokenInfo
 from client.commands.wiring import Subcommands, add_state_option, command, group, state_path
+from client.device_api import TokenInfo
 
 PRIORITIES = ("min", "low", "default", "high", "urgent")
 SCOPES = ("phone:control",)
