@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from client.state import update_fields
+from client.state_file import update_fields
 
 LAST_SEQ = "last_seq"
 

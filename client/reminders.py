@@ -16,7 +16,7 @@ from client.opener import Received
 from client.output import Output
 from client.payload_fields import PayloadError, content_of, id_field, integer_field, text_field, when
 from client.reminder_schedule import Reminder, ReminderScheduler
-from client.state import read_field, update_fields
+from client.state_file import read_field, update_fields
 
 REMINDERS: Final = "reminders"  # the state file's field of armed reminders
 LATE_NOTE_S = 60  # a reminder fired this late also gets a note saying when it was due

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from client.api import ApiError
-from client.state import ClientError, Role, default_state_path
+from client.state import ClientError, Role
+from client.state_file import default_state_path
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Run: TypeAlias = Callable[[argparse.Namespace], int]

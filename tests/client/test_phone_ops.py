@@ -36,7 +36,8 @@ from client.questions import Question, choose, parse_answer_line, parse_question
 from client.reminder_schedule import Reminder, ReminderQueue, ReminderScheduler
 from client.reminders import load_reminders, save_reminders
 from client.sse import SseEvent, SseParser
-from client.state import ClientError, DeviceState, update_fields
+from client.state import ClientError, DeviceState
+from client.state_file import update_fields
 from client.sync_follower import KeepAlive, SyncEvent, SyncFollower
 from connector.cli import main
 from core.domain.canonical import canonical_json
