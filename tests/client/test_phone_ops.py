@@ -1,6 +1,7 @@
-"""The virtual phone's operations (``client.phone_ops``) without a real server: the reminder
-scheduler on an injected clock, cancels, questions and the choice of answer, the ring, and
-documents pulled from a fake API, re-sanitized and saved without replacing anything."""
+"""The virtual phone's operations (``client.phone_ops`` and the reminders, questions and documents
+modules it wires) without a real server: the reminder scheduler on an injected clock, cancels,
+questions and the choice of answer, the ring, and documents pulled from a fake API, re-sanitized
+and saved without replacing anything."""
 
 from __future__ import annotations
 
