@@ -51,16 +51,9 @@ def start_pairing(
     secret, public = generate_keypair()
     with DeviceApi(server, transport=transport) as api:
         started = api.pair_init(public_key=b64encode(public), surface_kind=surface, name=name)
-        state = DeviceState(
-            server=api.server,
-            role="computer",
-            device_id=started.device_id,
-            device_token=started.device_token,
-            secret_key=b64encode(secret),
-            public_key=b64encode(public),
-            server_public_key=started.server_public_key,
-            name=name,
-            pending=PendingPairing(code=started.code, expires_at=started.expires_at),
+        pending = PendingPairing(code=started.code, expires_at=started.expires_at)
+        state = DeviceState.enrolled(
+            api.server, "computer", (secret, public), started, name=name, pending=pending
         )
     state.save(path)
     return state

@@ -42,16 +42,8 @@ def register(
     secret, public = generate_keypair()
     with DeviceApi(server, transport=transport) as api:
         registered = api.register_phone(public_key=b64encode(public), name=name, app_build=app_build)
-        state = DeviceState(
-            server=api.server,
-            role="phone",
-            device_id=registered.device_id,
-            device_token=registered.device_token,
-            secret_key=b64encode(secret),
-            public_key=b64encode(public),
-            server_public_key=registered.server_public_key,
-            name=name,
-            account_id=registered.account_id,
+        state = DeviceState.enrolled(
+            api.server, "phone", (secret, public), registered, name=name, account_id=registered.account_id
         )
     state.save(path)
     return state

@@ -9,10 +9,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from client.state_file import write_state
-from core.domain.keys import KEY_LENGTH, InvalidPublicKey, decode_public_key, public_key_of
+from core.domain.keys import KEY_LENGTH, InvalidPublicKey, b64encode, decode_public_key, public_key_of
 from core.domain.safety import safety_number
 
 Role = Literal["phone", "computer"]
@@ -65,6 +65,19 @@ class Paired:
     intent: str = "pair"
 
 
+class Enrolment(Protocol):
+    """What the server answers when it creates a device (a phone's registration, a pairing start)."""
+
+    @property
+    def device_id(self) -> str: ...
+
+    @property
+    def device_token(self) -> str: ...
+
+    @property
+    def server_public_key(self) -> str: ...
+
+
 @dataclass
 class DeviceState:
     """Everything a device keeps between runs. ``repr`` never shows the credential or the secret key."""
@@ -80,6 +93,33 @@ class DeviceState:
     account_id: str | None = None
     peers: dict[str, Peer] = field(default_factory=dict)
     pending: PendingPairing | None = None
+
+    @classmethod
+    def enrolled(
+        cls,
+        server: str,
+        role: Role,
+        keys: tuple[bytes, bytes],
+        answer: Enrolment,
+        *,
+        name: str,
+        account_id: str | None = None,
+        pending: PendingPairing | None = None,
+    ) -> DeviceState:
+        """A new device's state: its key pair (secret, public) and what the server answered."""
+        secret, public = keys
+        return cls(
+            server=server,
+            role=role,
+            device_id=answer.device_id,
+            device_token=answer.device_token,
+            secret_key=b64encode(secret),
+            public_key=b64encode(public),
+            server_public_key=answer.server_public_key,
+            name=name,
+            account_id=account_id,
+            pending=pending,
+        )
 
     @property
     def secret_key_bytes(self) -> bytes:
