@@ -14,9 +14,10 @@ from typing import Literal
 
 import httpx
 
-from client.api import ApiError, RelayboxApi
+from client.api import ApiError
+from client.device_api import DeviceApi
+from client.relay import Relay, Relayed
 from client.state import ClientError, DeviceState, Paired, Peer, PendingPairing, StateError
-from client.stream import Relay, Relayed
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair
 
 Surface = Literal["cli", "desktop"]
@@ -48,18 +49,11 @@ def start_pairing(
     if not force:
         _refuse_to_replace(path)
     secret, public = generate_keypair()
-    with RelayboxApi(server, transport=transport) as api:
+    with DeviceApi(server, transport=transport) as api:
         started = api.pair_init(public_key=b64encode(public), surface_kind=surface, name=name)
-        state = DeviceState(
-            server=api.server,
-            role="computer",
-            device_id=started.device_id,
-            device_token=started.device_token,
-            secret_key=b64encode(secret),
-            public_key=b64encode(public),
-            server_public_key=started.server_public_key,
-            name=name,
-            pending=PendingPairing(code=started.code, expires_at=started.expires_at),
+        pending = PendingPairing(code=started.code, expires_at=started.expires_at)
+        state = DeviceState.enrolled(
+            api.server, "computer", (secret, public), started, name=name, pending=pending
         )
     state.save(path)
     return state
@@ -83,7 +77,7 @@ def wait_for_pairing(
         raise StateError("not_pairing", f"{path} has no pairing in progress; run `relaybox pair` first")
     deadline = clock() + timeout
     last_trouble: ApiError | None = None
-    with RelayboxApi(state.server, state.device_token, transport=transport) as api:
+    with DeviceApi(state.server, state.device_token, transport=transport) as api:
         while True:
             try:
                 result = api.pair_result()

@@ -13,9 +13,12 @@ from pathlib import Path
 import httpx
 
 from client.api import ApiError
-from client.phone_ops import Output, place_file
+from client.dispatch import one_line
+from client.documents import place_file
+from client.opener import Received
+from client.output import Output
+from client.relay import Relay
 from client.state import ClientError, DeviceState
-from client.stream import Received, Relay, one_line
 from client.transfer_api import URLS_PER_REQUEST, ObjectHttp, TransferApi
 from client.transfers import TRANSFER_ID, Offer, ProgressFactory, TransferError, control, parse_offer
 from core.domain.chunks import TAG_LENGTH, ChunkCipher, ChunkError, derive_chunk_key

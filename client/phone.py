@@ -10,11 +10,15 @@ from pathlib import Path
 
 import httpx
 
-from client.api import ApiError, CreatedToken, RelayboxApi, TokenInfo
-from client.phone_ops import Answered, PhoneOps
-from client.phone_ops import answer_question as _answer_question
+from client.api import ApiError
+from client.device_api import CreatedToken, DeviceApi, TokenInfo
+from client.dispatch import Dispatcher, default_dispatcher, one_line
+from client.opener import Received
+from client.phone_api import Answered
+from client.phone_ops import PhoneOps
+from client.questions import answer_question as _answer_question
+from client.relay import Relay, Relayed
 from client.state import DeviceState, Paired, Peer, StateError
-from client.stream import Dispatcher, Received, Relay, Relayed, default_dispatcher, one_line
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair
 
 DEFAULT_NAME = "relaybox virtual phone"
@@ -36,18 +40,10 @@ def register(
     if path.exists() and not force:
         raise StateError("state_exists", f"{path} already holds a device; pass --force to replace it")
     secret, public = generate_keypair()
-    with RelayboxApi(server, transport=transport) as api:
+    with DeviceApi(server, transport=transport) as api:
         registered = api.register_phone(public_key=b64encode(public), name=name, app_build=app_build)
-        state = DeviceState(
-            server=api.server,
-            role="phone",
-            device_id=registered.device_id,
-            device_token=registered.device_token,
-            secret_key=b64encode(secret),
-            public_key=b64encode(public),
-            server_public_key=registered.server_public_key,
-            name=name,
-            account_id=registered.account_id,
+        state = DeviceState.enrolled(
+            api.server, "phone", (secret, public), registered, name=name, account_id=registered.account_id
         )
     state.save(path)
     return state
@@ -93,7 +89,7 @@ def confirm_connector(path: Path, code: str, *, transport: httpx.BaseTransport |
     state = load(path)
     body = {"code": normalise_code(code), "public_key": state.public_key, "intent": "connector"}
     with _api(state, transport) as api:
-        # RelayboxApi.pair_confirm reads a pairing answer (a device); a connector answer names the client.
+        # DeviceApi.pair_confirm reads a pairing answer (a device); a connector answer names the client.
         answer = api._call("POST", "/v1/pair/confirm", body=body)
     name = answer.get("client_name") if isinstance(answer, dict) else None
     if not isinstance(name, str):
@@ -148,7 +144,7 @@ def run_dispatcher(path: Path, ops: PhoneOps | None = None) -> Dispatcher:
     This is the table to extend: add an entry to ``payloads`` (keyed by the decrypted payload's
     ``type``) or ``pushes`` (keyed by the push ``type``). A describer gets the opened ``Received``
     and returns the line to print; it may act first (the state file is at ``path``;
-    ``client.stream.Relay`` answers a peer). With ``ops``, reminders, questions, ring and documents
+    ``client.relay.Relay`` answers a peer). With ``ops``, reminders, questions, ring and documents
     are handled by ``client.phone_ops`` (which prints its own output).
     """
     dispatcher = default_dispatcher()
@@ -193,5 +189,5 @@ def _describe_batch_dismiss(item: Received) -> str:
     return one_line(f"push batch_dismiss: dismissed {ids or 'nothing'}")
 
 
-def _api(state: DeviceState, transport: httpx.BaseTransport | None) -> RelayboxApi:
-    return RelayboxApi(state.server, state.device_token, transport=transport)
+def _api(state: DeviceState, transport: httpx.BaseTransport | None) -> DeviceApi:
+    return DeviceApi(state.server, state.device_token, transport=transport)

@@ -1,36 +1,23 @@
-"""A device's local state: one JSON file, readable by its owner only.
-
-It holds the device credential and the X25519 secret key, so it is written with mode 0600 from
-the first byte: a temporary file is created with ``os.open(..., 0o600)`` in the same folder,
-filled, flushed to disk and moved over the old file with ``os.replace`` (atomic on POSIX).
-"""
+"""A device's local state: its keys, credential, server and paired devices, kept in a private
+JSON file by ``client.state_file``."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
-import os
-import secrets
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
-from core.domain.keys import KEY_LENGTH, InvalidPublicKey, decode_public_key, public_key_of
+from client.state_file import write_state
+from core.domain.keys import KEY_LENGTH, InvalidPublicKey, b64encode, decode_public_key, public_key_of
 from core.domain.safety import safety_number
 
 Role = Literal["phone", "computer"]
 ROLES: tuple[Role, ...] = ("phone", "computer")
 STATE_VERSION = 1
-STATE_DIR_ENV = "RELAYBOX_CLIENT_STATE_DIR"
-FILE_MODE = 0o600
-DIR_MODE = 0o700
-# Read-modify-write of a state file by several threads of one process (the stream's position, the
-# phone's armed reminders, a save) happens under this lock, so no writer loses another's field.
-_FILE_LOCK = threading.Lock()
 
 
 class ClientError(Exception):
@@ -78,6 +65,19 @@ class Paired:
     intent: str = "pair"
 
 
+class Enrolment(Protocol):
+    """What the server answers when it creates a device (a phone's registration, a pairing start)."""
+
+    @property
+    def device_id(self) -> str: ...
+
+    @property
+    def device_token(self) -> str: ...
+
+    @property
+    def server_public_key(self) -> str: ...
+
+
 @dataclass
 class DeviceState:
     """Everything a device keeps between runs. ``repr`` never shows the credential or the secret key."""
@@ -93,6 +93,33 @@ class DeviceState:
     account_id: str | None = None
     peers: dict[str, Peer] = field(default_factory=dict)
     pending: PendingPairing | None = None
+
+    @classmethod
+    def enrolled(
+        cls,
+        server: str,
+        role: Role,
+        keys: tuple[bytes, bytes],
+        answer: Enrolment,
+        *,
+        name: str,
+        account_id: str | None = None,
+        pending: PendingPairing | None = None,
+    ) -> DeviceState:
+        """A new device's state: its key pair (secret, public) and what the server answered."""
+        secret, public = keys
+        return cls(
+            server=server,
+            role=role,
+            device_id=answer.device_id,
+            device_token=answer.device_token,
+            secret_key=b64encode(secret),
+            public_key=b64encode(public),
+            server_public_key=answer.server_public_key,
+            name=name,
+            account_id=account_id,
+            pending=pending,
+        )
 
     @property
     def secret_key_bytes(self) -> bytes:
@@ -216,94 +243,7 @@ class DeviceState:
         ``reminders``) are carried over when the file holds this same device; a new device starts
         without them.
         """
-        data = self.to_json()
-        with _FILE_LOCK:
-            kept = {
-                key: value for key, value in _read_fields(path, self.device_id).items() if key not in data
-            }
-            write_private(path, json.dumps(kept | data, indent=2, sort_keys=True) + "\n")
-
-
-def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$RELAYBOX_CLIENT_STATE_DIR`` if set, else ``~/.config/relaybox``."""
-    env = os.environ if environ is None else environ
-    configured = env.get(STATE_DIR_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".config" / "relaybox"
-
-
-def default_state_path(role: Role, environ: Mapping[str, str] | None = None) -> Path:
-    """``phone.json`` or ``computer.json`` in the default state folder."""
-    return default_state_dir(environ) / f"{role}.json"
-
-
-def update_fields(path: Path, device_id: str, fields: Mapping[str, object]) -> bool:
-    """Set top-level ``fields`` in the state file (``None`` removes one), changing nothing else.
-
-    The file is read fresh, so fields another command wrote meanwhile survive. A file that now holds
-    another device, or is not a JSON object, is left alone (returns False). A missing or unreadable
-    file raises ``OSError``, one that is not JSON ``ValueError``.
-    """
-    with _FILE_LOCK:
-        raw: object = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(raw, dict) or raw.get("device_id") != device_id:
-            return False
-        for key, value in fields.items():
-            if value is None:
-                raw.pop(key, None)
-            else:
-                raw[key] = value
-        write_private(path, json.dumps(raw, indent=2, sort_keys=True) + "\n")
-        return True
-
-
-def read_field(path: Path, device_id: str, key: str) -> object:
-    """One top-level field of the state file, ``None`` when absent, unreadable or another device's."""
-    return _read_fields(path, device_id).get(key)
-
-
-def _read_fields(path: Path, device_id: str) -> dict[str, object]:
-    try:
-        raw: object = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(raw, dict) or raw.get("device_id") != device_id:
-        return {}
-    return cast(dict[str, object], raw)
-
-
-def write_private(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically; the file is never readable by anyone but its owner.
-
-    The temporary file is created exclusively with mode 0600 beside the target (so ``os.replace``
-    stays on one file system), synced, then renamed over the target. On any failure it is removed
-    and the old file is left as it was.
-    """
-    path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    _sync_directory(path.parent)
-
-
-def _sync_directory(directory: Path) -> None:
-    # Makes the rename durable across a crash; some file systems refuse fsync on a folder.
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_state(path, self.device_id, self.to_json())
 
 
 def _mapping(value: object, name: str) -> Mapping[str, object]:

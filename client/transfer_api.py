@@ -8,13 +8,13 @@ redirect, and reads a download only up to the size its URL was issued for.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 from urllib.parse import quote
 
 import httpx
 
-from client.api import USER_AGENT, ApiError, Fields, RelayboxApi, error_from_response
+from client.api import USER_AGENT, ApiError, RelayboxApi, error_from_response
+from client.api_fields import Fields
+from client.lifecycle import Closing
 from client.state import ClientError
 
 OBJECT_TIMEOUT_S = 60.0
@@ -69,7 +69,7 @@ class TransferApi(RelayboxApi):
         return urls
 
 
-class ObjectHttp:
+class ObjectHttp(Closing):
     """PUT and GET on presigned URLs. A context manager."""
 
     def __init__(self, *, transport: httpx.BaseTransport | None = None) -> None:
@@ -80,12 +80,7 @@ class ObjectHttp:
             follow_redirects=False,
         )
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
+    def close(self) -> None:
         self._http.close()
 
     def put(self, url: ChunkUrl, data: bytes) -> None:

@@ -28,9 +28,10 @@ from typing import Any, BinaryIO, TypeGuard
 
 import httpx
 
+from client.dispatch import one_line
 from client.progress import Progress
+from client.relay import Relay, resolve_peer
 from client.state import ClientError, DeviceState
-from client.stream import Relay, one_line, resolve_peer
 from client.transfer_api import URLS_PER_REQUEST, ObjectHttp, TransferApi
 from core.domain.chunks import (
     CHUNK_FORMAT,

@@ -1,5 +1,5 @@
 """The ``relaybox`` command: ``serve`` and ``migrate`` here; the device-client commands come from
-``client.cli`` (``phone``, ``pair``, …)."""
+``client.commands`` (``phone``, ``pair``, …)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from client import cli as client_cli
+from client.commands import add_commands as add_client_commands
 from core.settings import Settings
 
 
@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     demo.set_defaults(run=_demo)
 
-    client_cli.add_commands(commands)
+    add_client_commands(commands)
     args = parser.parse_args(argv)
     result: int = args.run(args)
     return result

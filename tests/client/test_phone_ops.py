@@ -1,6 +1,7 @@
-"""The virtual phone's operations (``client.phone_ops``) without a real server: the reminder
-scheduler on an injected clock, cancels, questions and the choice of answer, the ring, and
-documents pulled from a fake API, re-sanitized and saved without replacing anything."""
+"""The virtual phone's operations (``client.phone_ops`` and the reminders, questions and documents
+modules it wires) without a real server: the reminder scheduler on an injected clock, cancels,
+questions and the choice of answer, the ring, and documents pulled from a fake API, re-sanitized
+and saved without replacing anything."""
 
 from __future__ import annotations
 
@@ -26,36 +27,19 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from client import phone
-from client.phone_ops import (
-    DocumentError,
-    Output,
-    PhoneOps,
-    Question,
-    Reminder,
-    ReminderQueue,
-    ReminderScheduler,
-    choose,
-    load_reminders,
-    numbered_names,
-    parse_answer_line,
-    parse_question,
-    safe_filename,
-    save_document,
-    save_reminders,
-)
-from client.state import ClientError, DeviceState, update_fields
-from client.stream import (
-    KeepAlive,
-    Opener,
-    Received,
-    SseEvent,
-    SseParser,
-    SyncEvent,
-    SyncFollower,
-    default_dispatcher,
-    load_last_seq,
-    save_last_seq,
-)
+from client.dispatch import default_dispatcher
+from client.documents import DocumentError, numbered_names, safe_filename, save_document
+from client.opener import Opener, Received
+from client.output import Output
+from client.phone_ops import PhoneOps
+from client.position import load_last_seq, save_last_seq
+from client.questions import Question, choose, parse_answer_line, parse_question
+from client.reminder_schedule import Reminder, ReminderQueue, ReminderScheduler
+from client.reminders import load_reminders, save_reminders
+from client.sse import SseEvent, SseParser
+from client.state import ClientError, DeviceState
+from client.state_file import update_fields
+from client.sync_follower import KeepAlive, SyncEvent, SyncFollower
 from connector.cli import main
 from core.domain.canonical import canonical_json
 from core.domain.envelope import seal
@@ -541,23 +525,23 @@ def test_answers_typed_at_the_terminal_are_sent(world: World, new_ops: OpsFactor
             assert "answer: type a choice number (choose 0 to 1) and Enter" in shown.err.getvalue()
             os.write(write_end, b"5\n0\n")
             shown.out.wait_for("ANSWERED [int_1] 0 (Yes)")
-            assert ops.open_questions() == []
+            assert ops.questions.open_questions() == []
             os.write(write_end, b"0\n")
             shown.err.wait_for("error: no_question: ")
     finally:
         os.close(write_end)
-        assert ops.reader is not None
-        ops.reader.join(WAIT_S)
+        assert ops.questions.reader is not None
+        ops.questions.reader.join(WAIT_S)
         os.close(read_end)
-    assert not ops.reader.is_alive()
+    assert not ops.questions.reader.is_alive()
     assert "error: invalid_choice: 5 is not a choice of int_1 (choose 0 to 1)" in shown.err.getvalue()
     assert [json.loads(r.content) for r in api.requests] == [{"choice_index": 0}]
 
 
 def test_an_expired_question_is_no_longer_open(world: World, new_ops: OpsFactory) -> None:
     ops = new_ops(screen(), interactive=True, stdin_fd=-1, clock=lambda: 2_000.0)
-    ops.on_question(asked())
-    assert ops.open_questions() == []  # expires_at 2000 is not after now
+    ops.questions.on_question(asked())
+    assert ops.questions.open_questions() == []  # expires_at 2000 is not after now
 
 
 def test_phone_answer_reports_the_servers_refusal_as_one_line(
@@ -744,7 +728,7 @@ def test_saving_never_replaces_a_file_or_follows_a_link_even_without_hard_links(
 
 
 def test_a_full_folder_of_copies_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("client.phone_ops.MAX_COPIES", 2)
+    monkeypatch.setattr("client.documents.MAX_COPIES", 2)
     for name in ["n.txt", "n (1).txt", "n (2).txt"]:
         (tmp_path / name).write_text("taken")
     with pytest.raises(DocumentError) as raised:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from client.state import DeviceState, Peer, PendingPairing, StateError, default_state_path
+from client.state import DeviceState, Peer, PendingPairing, StateError
+from client.state_file import default_state_path
 from core.domain.keys import b64encode, generate_keypair
 from core.domain.safety import safety_number
 

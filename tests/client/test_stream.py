@@ -17,29 +17,14 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from client.api import ApiError
+from client.dispatch import default_dispatcher, one_line
+from client.opener import Dropped, Opener, Received
 from client.phone import run_dispatcher
+from client.position import Position, load_last_seq, save_last_seq
+from client.relay import resolve_peer
+from client.sse import SseComment, SseError, SseEvent, SseItem, SseParser
 from client.state import ClientError, DeviceState, Peer
-from client.stream import (
-    KEEP_ALIVE,
-    Backoff,
-    Dropped,
-    KeepAlive,
-    Opener,
-    Position,
-    Received,
-    SseComment,
-    SseError,
-    SseEvent,
-    SseItem,
-    SseParser,
-    SyncEvent,
-    SyncFollower,
-    default_dispatcher,
-    load_last_seq,
-    one_line,
-    resolve_peer,
-    save_last_seq,
-)
+from client.sync_follower import KEEP_ALIVE, Backoff, KeepAlive, SyncEvent, SyncFollower
 from connector.cli import main
 from core.domain.canonical import canonical_json
 from core.domain.envelope import seal

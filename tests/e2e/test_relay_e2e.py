@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from client import phone
-from client.stream import Relay, load_last_seq
+from client.position import load_last_seq
+from client.relay import Relay
 from tests.e2e.conftest import BackgroundCli, Cli, CliResult
 
 pytestmark = pytest.mark.e2e

@@ -1,6 +1,6 @@
 """Traffic against a real server for the fault and load checks: an account (a phone, a paired
 computer, a sender token), relayed envelopes, questions and their long polls, the server's gauges,
-and a device following its stream with the reference client (``client.stream.SyncFollower``: it
+and a device following its stream with the reference client (``client.sync_follower.SyncFollower``: it
 reconnects with ``Last-Event-ID`` after any drop, as a real device does)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from client.stream import Backoff, SyncEvent, SyncFollower
+from client.sync_follower import Backoff, SyncEvent, SyncFollower
 from core.domain.envelope import seal
 from tests.helpers import FakeDevice, create_token, pair_computer, register_phone
 

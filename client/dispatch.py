@@ -1,0 +1,86 @@
+"""Dispatch: what a received payload or push means, as one line of text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from client.opener import Received
+
+Describe = Callable[[Received], str]
+
+
+@dataclass
+class Dispatcher:
+    """Describers by envelope payload type and by push type; the fallback prints the fields.
+
+    Commands extend the tables (``payloads["reminder"] = …``); a describer may also act (reply,
+    ring) before returning its line. The CLI defers Ctrl-C while one runs (an event is handled
+    whole or not at all), so a describer must not wait long. A describer that printed everything
+    itself (``client.phone_ops``) returns ``""``: nothing more is shown for the event, in either
+    output mode.
+    """
+
+    payloads: dict[str, Describe] = field(default_factory=dict)
+    pushes: dict[str, Describe] = field(default_factory=dict)
+
+    def describe(self, item: Received) -> str:
+        table = self.pushes if item.event == "push" else self.payloads
+        describer = table.get(item.type, describe_fields)
+        line = describer(item)
+        if not line:
+            return ""
+        return f"[live] {line}" if item.live else f"[seq {item.seq}] {line}"
+
+
+def one_line(text: object) -> str:
+    """Control characters (newlines, terminal escapes) shown as escapes, so one event is one line."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in str(text))
+
+
+def describe_fields(item: Received) -> str:
+    shown = item.payload if item.event != "push" or item.inline is None else item.inline
+    fields = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown.items() if k != "type")
+    origin = "push " if item.event == "push" else ""
+    return one_line(f"{origin}{item.type} from {item.sender_name}: {fields or '(no fields)'}")
+
+
+def describe_clipboard(item: Received) -> str:
+    return f"clipboard from {one_line(item.sender_name)}: {one_line(item.payload.get('text', ''))}"
+
+
+def describe_notification(item: Received) -> str:
+    note = item.payload if item.event != "push" else (item.inline or {})
+    title = note.get("title")
+    message = one_line(note.get("message", ""))
+    origin = "push " if item.event == "push" else ""
+    return (
+        f"{origin}notification: {one_line(title)} — {message}"
+        if title
+        else f"{origin}notification: {message}"
+    )
+
+
+def describe_token_update(item: Received) -> str:
+    tokens = item.payload.get("tokens")
+    if not isinstance(tokens, list) or not tokens:
+        return "tokens now: none"
+    names = []
+    for token in tokens:
+        entry = cast(dict[str, Any], token) if isinstance(token, dict) else {}
+        scope = entry.get("scope")
+        names.append(f"{entry.get('label', '?')} ({scope})" if scope else str(entry.get("label", "?")))
+    return one_line(f"tokens now: {', '.join(names)}")
+
+
+def default_dispatcher() -> Dispatcher:
+    return Dispatcher(
+        payloads={
+            "clipboard": describe_clipboard,
+            "notification": describe_notification,
+            "token_update": describe_token_update,
+        },
+        pushes={"notification": describe_notification},
+    )

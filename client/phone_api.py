@@ -1,0 +1,47 @@
+"""The routes a phone uses for questions and documents, with its device credential."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from client.api import ApiError, RelayboxApi
+from client.dispatch import one_line
+from client.payload_fields import ID
+from client.state import ClientError
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    interaction_id: str
+    status: str
+    choice_index: int | None
+
+
+class PhoneApi(RelayboxApi):
+    """The routes a phone uses for questions and documents (device credential)."""
+
+    def answer_interaction(self, interaction_id: str, choice_index: int) -> Answered:
+        """``POST /v1/interactions/{id}/answer``: 409 ``already_answered`` / ``interaction_expired``,
+        404 ``not_found`` and 400 ``invalid_choice`` become ``ApiError``."""
+        path = f"/v1/interactions/{_path_segment(interaction_id)}/answer"
+        raw = self._call("POST", path, body={"choice_index": choice_index})
+        fields = raw if isinstance(raw, dict) else {}
+        status, index = fields.get("status"), fields.get("choice_index")
+        if not isinstance(status, str) or not (index is None or isinstance(index, int)):
+            raise ApiError(200, "invalid_response", "the answer's outcome lacks its status")
+        return Answered(interaction_id, status, index)
+
+    def pull_document(self, document_id: str) -> str:
+        """``GET /v1/documents/{id}``: the document's envelope, base64; the server then forgets it."""
+        raw = self._call("GET", f"/v1/documents/{_path_segment(document_id)}")
+        blob = raw.get("blob") if isinstance(raw, dict) else None
+        if not isinstance(blob, str):
+            raise ApiError(200, "invalid_response", "the pulled document has no blob")
+        return blob
+
+
+def _path_segment(value: str) -> str:
+    if not ID.fullmatch(value):
+        raise ClientError("invalid_id", f"{one_line(value)!r} is not an id")
+    return quote(value, safe="")
