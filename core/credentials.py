@@ -19,6 +19,7 @@ fan-out connection is noticed and empties the cache).
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 from collections import OrderedDict
@@ -63,6 +64,7 @@ def use_due(last: int | None, now: int) -> bool:
 
 @dataclass(slots=True)
 class _Entry:
+    digest: str  # the credential's digest, compared again on a hit as the store's row is
     value: object
     tags: tuple[str, ...]  # one or two: a tuple is a fraction of a frozenset's size
     until: float
@@ -99,7 +101,7 @@ class CredentialCache:
         if not self.live:
             return None
         entry = self._entries.get(key)
-        if entry is None:
+        if entry is None or not hmac.compare_digest(entry.digest, key):
             return None
         now = self._clock.now()
         if now >= entry.until:
@@ -130,7 +132,7 @@ class CredentialCache:
         until = self._clock.now() + self._ttl_s
         if expires_at is not None:
             until = min(until, expires_at)
-        self._entries[key] = _Entry(value, tuple(tags), until, note_use, used_at)
+        self._entries[key] = _Entry(key, value, tuple(tags), until, note_use, used_at)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
