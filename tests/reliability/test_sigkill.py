@@ -74,9 +74,12 @@ def test_a_replica_killed_mid_traffic_loses_nothing_it_accepted(
 
         second = stack.enter_context(RelayboxServer(tmp_path / "server", env=env, port=port))
         assert second.wait_until_ready() == url
+        # Live envelopes may all have arrived before the kill: wait for the reconnect itself, then
+        # relay one more through the new process, so the replay after Last-Event-ID is exercised.
+        eventually(lambda: follower.connections >= 2, 20, "the follower reconnected")
+        accepted.append(post_envelope(http, account.phone, account.computer).json()["seq"])
         follower.wait_for(set(accepted), 20)
         assert sorted(follower.seqs) == sorted(set(follower.seqs)), "an envelope arrived twice"
-        assert follower.connections >= 2
 
         kept = http.get(
             f"/v1/interactions/{answered_id}", params={"wait": 0}, headers=account.token_auth
