@@ -2,7 +2,8 @@
 
 An operation is either
 - a plain function ``op(tx, principal, **kw)``: it runs on a worker thread inside one database
-  transaction (``Tx``); events it emits are acted on after the commit; or
+  transaction (``Tx``); events it emits are acted on after the commit. A ``@quick_read`` (a few rows
+  by index) runs on the event loop instead when the database is a SQLite file and is not busy; or
 - an ``async def op(core, principal, **kw)`` for operations that wait (long polls); it composes
   plain operations through ``core.run`` and never holds a transaction while it waits.
 """
@@ -22,7 +23,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 import anyio
 from anyio.abc import TaskGroup
 from anyio.lowlevel import EventLoopToken
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from core.adapters.fanout.base import Fanout
@@ -47,7 +49,7 @@ from core.events import (
 from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
-from core.store.database import session_scope
+from core.store.database import READ_ONLY, session_scope
 
 log = logging.getLogger("relaybox.core")
 
@@ -68,6 +70,11 @@ class Tx:
     objects: ObjectStore
     web_push_enabled: bool = False
     events: list[Event] = field(default_factory=list)
+    read_connection: Connection | None = None  # a quick read's connection, in its transaction
+
+    def connection(self) -> Connection:
+        """The transaction's connection, for statements run without the ORM."""
+        return self.read_connection if self.read_connection is not None else self.session.connection()
 
     def now(self) -> int:
         return int(self.clock.now())
@@ -84,6 +91,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 def read_only(op: F) -> F:
     """Mark an operation that only reads: on SQLite it then never waits for the write lock."""
     setattr(op, READ_ONLY_MARK, True)
+    return op
+
+
+QUICK_READ_MARK = "__relaybox_quick_read__"
+SQLITE_BUSY = 5
+
+
+def quick_read(op: F) -> F:
+    """Mark a read-only operation that reads a handful of rows by index and does nothing else (no
+    waits, no adapters). On a SQLite file it runs on the event loop itself, on a connection kept for
+    it: a WAL reader never waits for a writer, and such a read costs less than the hop to a worker
+    thread and back. A busy database sends it to a worker thread as usual; PostgreSQL always does."""
+    setattr(op, READ_ONLY_MARK, True)
+    setattr(op, QUICK_READ_MARK, True)
     return op
 
 
@@ -123,6 +144,14 @@ class Core:
         self._stopping = False
         self._stop_scopes: set[anyio.CancelScope] = set()
         self._loop: tuple[int, EventLoopToken] | None = None  # (thread id, token) while running
+        # Quick reads on the event loop: only a SQLite file (an in-memory database shares its one
+        # connection with the worker threads); the connection is opened once, on a worker thread.
+        self._reads_on_loop = engine.dialect.name == "sqlite" and engine.url.database not in (
+            None,
+            "",
+            ":memory:",
+        )
+        self._loop_reader: Connection | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Core:
@@ -142,6 +171,7 @@ class Core:
         await self.push.aclose()
         await self.fanout.aclose()
         self.limiter.close()
+        self._close_loop_reader()
         self.engine.dispose()
         self._loop = None
 
@@ -235,9 +265,13 @@ class Core:
         try:
             if inspect.iscoroutinefunction(op):
                 return await op(self, principal, *args, **kw)
-            result, events = await anyio.to_thread.run_sync(
-                functools.partial(self._run_in_transaction, op, principal, args, kw)
-            )
+            read = await self._quick_read_on_loop(op, principal, args, kw) if self._on_loop(op) else None
+            if read is not None:
+                result, events = read
+            else:
+                result, events = await anyio.to_thread.run_sync(
+                    functools.partial(self._run_in_transaction, op, principal, args, kw)
+                )
         except Exception as error:
             unavailable = as_unavailable(error)
             if unavailable is None:
@@ -245,6 +279,71 @@ class Core:
             raise unavailable from error
         await self._after_commit(events)
         return result
+
+    def _on_loop(self, op: Callable[..., Any]) -> bool:
+        return (
+            self._reads_on_loop
+            and getattr(op, QUICK_READ_MARK, False)
+            and self._loop is not None
+            and self._loop[0] == threading.get_ident()
+        )
+
+    async def _quick_read_on_loop(
+        self, op: Callable[..., T], principal: Principal, args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> tuple[T, list[Event]] | None:
+        """Run a quick read on the loop's own connection; ``None`` when the database is busy (the
+        caller then runs it on a worker thread, where waiting for the lock blocks nothing else)."""
+        if self._loop_reader is None:
+            reader = await anyio.to_thread.run_sync(self._open_loop_reader)
+            if self._loop_reader is not None or self._loop is None:  # opened meanwhile, or stopped
+                reader.invalidate()
+                reader.close()
+            else:
+                self._loop_reader = reader
+        connection = self._loop_reader
+        if connection is None:
+            return None
+        # Nothing awaits in here, so no other task uses the connection until the transaction ends.
+        # The transaction is the connection's own (BEGIN … COMMIT, rolled back on any exception);
+        # a session the operation may use joins it.
+        try:
+            with connection.begin(), Session(bind=connection, expire_on_commit=False) as session:
+                tx = self._tx(session, connection)
+                result = op(tx, principal, *args, **kw)
+                if session.new or session.dirty or session.deleted:
+                    raise RuntimeError("a read-only operation changed rows")
+        except OperationalError as error:
+            if getattr(error.orig, "sqlite_errorcode", None) == SQLITE_BUSY:
+                return None
+            self._close_loop_reader()  # opened afresh by the next quick read
+            raise
+        return result, tx.events
+
+    def _open_loop_reader(self) -> Connection:
+        connection = self.engine.connect().execution_options(**{READ_ONLY: True})
+        with connection.begin():
+            # Busy means "run it on a worker thread", never "wait here, blocking the loop".
+            connection.exec_driver_sql("PRAGMA busy_timeout=0")
+        return connection
+
+    def _close_loop_reader(self) -> None:
+        connection, self._loop_reader = self._loop_reader, None
+        if connection is not None:
+            connection.invalidate()  # not back to the pool: it does not wait when busy
+            connection.close()
+
+    def _tx(self, session: Session, connection: Connection | None = None) -> Tx:
+        return Tx(
+            session,
+            self.settings,
+            self.clock,
+            self.keys,
+            self.limiter,
+            self.push.can_reach,
+            self.objects,
+            web_push_enabled=self.push.webpush is not None,
+            read_connection=connection,
+        )
 
     def run_sync(self, op: SyncOp[P, T], principal: Principal, /, *args: P.args, **kw: P.kwargs) -> T:
         """Run a plain operation from synchronous code (CLI, maintenance); events are only published
@@ -262,16 +361,7 @@ class Core:
             self._sqlite_writer if self._sqlite_writer is not None and not read_only_op else nullcontext()
         )
         with writer_turn, session_scope(self.engine, read_only=read_only_op) as session:
-            tx = Tx(
-                session,
-                self.settings,
-                self.clock,
-                self.keys,
-                self.limiter,
-                self.push.can_reach,
-                self.objects,
-                web_push_enabled=self.push.webpush is not None,
-            )
+            tx = self._tx(session)
             result = op(tx, principal, *args, **kw)
         return result, tx.events
 

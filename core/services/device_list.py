@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 from sqlalchemy import bindparam, exists, select
 
-from core.context import Core, Tx, read_only
+from core.context import Core, Tx, quick_read
 from core.principal import SCOPE_DEVICES_READ, Principal, PrincipalKind
 from core.store.tables import Device, WebPushSubscriptionRow
 
@@ -39,11 +39,11 @@ async def list_devices(core: Core, principal: Principal) -> DeviceList:
     )
 
 
-@read_only
+@quick_read
 def account_devices(tx: Tx, principal: Principal) -> list[DeviceSummary]:
     if principal.kind is not PrincipalKind.DEVICE:
         principal.require_scope(SCOPE_DEVICES_READ)
-    rows = tx.session.connection().execute(_ACCOUNT_DEVICES, {"account_id": principal.account_id})
+    rows = tx.connection().execute(_ACCOUNT_DEVICES, {"account_id": principal.account_id})
     return [
         DeviceSummary(
             device_id=row.device_id,
