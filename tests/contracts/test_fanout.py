@@ -3,7 +3,6 @@ pub/sub adds: replicas hear each other, and a dropped connection is told and the
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 
 import anyio
@@ -15,7 +14,6 @@ from core.adapters.fanout import redis as redis_fanout
 from core.adapters.fanout.base import Fanout
 from core.adapters.fanout.memory import SUBSCRIPTION_BUFFER, MemoryFanout
 from core.adapters.fanout.redis import RESYNC, RedisFanout
-from tests.services import REDIS_URL, unavailable
 
 pytestmark = pytest.mark.anyio
 
@@ -23,25 +21,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def redis_url() -> str:
-    """The test Redis, or a skip (a failure under RELAYBOX_REQUIRE_SERVICES=1)."""
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        unavailable("Redis", error)
-    finally:
-        client.close()
-    return REDIS_URL
-
-
-@pytest.fixture
-def namespace() -> str:
-    """Channels of one test only: tests (and test runs) sharing the Redis server do not meet."""
-    return f"relaybox-test-{secrets.token_hex(6)}"
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

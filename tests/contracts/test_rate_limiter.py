@@ -3,7 +3,6 @@ the shared Redis limiter promises: replicas share counts, one round trip a call,
 
 from __future__ import annotations
 
-import secrets
 import threading
 from collections.abc import Iterator
 
@@ -13,28 +12,8 @@ import redis
 from core.adapters.limits.base import LimitCheck, RateLimiter, WindowKind, month_bounds
 from core.adapters.limits.memory import MemoryRateLimiter
 from core.adapters.limits.redis import RedisRateLimiter
-from tests.services import REDIS_URL, unavailable
 
 NOW = 1_800_000_000.0
-
-
-@pytest.fixture
-def redis_url() -> str:
-    """The test Redis, or a skip (a failure under RELAYBOX_REQUIRE_SERVICES=1)."""
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        unavailable("Redis", error)
-    finally:
-        client.close()
-    return REDIS_URL
-
-
-@pytest.fixture
-def namespace() -> str:
-    """Keys of one test only: tests (and test runs) sharing the Redis database do not meet."""
-    return f"relaybox-test-{secrets.token_hex(6)}"
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

@@ -1,0 +1,29 @@
+"""What the contract tests of the Redis adapters share: the test Redis and a namespace per test."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+import redis
+
+from tests.services import REDIS_URL, unavailable
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The test Redis, or a skip (a failure under RELAYBOX_REQUIRE_SERVICES=1)."""
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        unavailable("Redis", error)
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def namespace() -> str:
+    """Keys and channels of one test only: tests (and test runs) sharing the Redis do not meet."""
+    return f"relaybox-test-{secrets.token_hex(6)}"
