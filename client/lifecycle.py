@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Self
 
 
-class Closing:
+class Closing(ABC):
     """``with`` support for anything with a ``close()``."""
 
     def __enter__(self) -> Self:
@@ -22,8 +23,8 @@ class Closing:
     ) -> None:
         self.close()
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
 
 class Running(Closing):
@@ -33,5 +34,5 @@ class Running(Closing):
         self.start()
         return self
 
-    def start(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def start(self) -> None: ...
