@@ -8,6 +8,7 @@ The scripts import it as ``loadgen`` (``bench/`` is on ``sys.path``); it is not 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import statistics
 import time
@@ -24,24 +25,126 @@ T = TypeVar("T")
 Classify = Callable[[int, bytes], str]  # (status, body) -> "ok", or what went wrong ("429", ...)
 
 
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes], bytes]:
-    """One HTTP/1.1 response with a Content-Length or chunked body (legacy MCP answers are SSE)."""
+async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes]]:
+    """The status line and headers of an HTTP/1.1 response (names lower-cased)."""
     head = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
     headers: dict[bytes, bytes] = {}
     for line in head[1:]:
         name, _, value = line.partition(b":")
         headers[name.strip().lower()] = value.strip()
-    status = int(head[0].split(b" ", 2)[1])
+    return int(head[0].split(b" ", 2)[1]), headers
+
+
+async def read_chunk(reader: asyncio.StreamReader) -> bytes:
+    """The next chunk of a chunked body; b"" for the last one (its trailer section read too)."""
+    size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+    if size == 0:
+        await reader.readuntil(b"\r\n")  # the empty trailer section
+        return b""
+    chunk = await reader.readexactly(size + 2)
+    return chunk[:-2]
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes], bytes]:
+    """One HTTP/1.1 response with a Content-Length or chunked body (legacy MCP answers are SSE)."""
+    status, headers = await read_head(reader)
     if b"content-length" in headers:
         return status, headers, await reader.readexactly(int(headers[b"content-length"]))
     if headers.get(b"transfer-encoding") != b"chunked":
-        raise BenchError(f"a response without Content-Length or chunked body: {head[0]!r}")
+        raise BenchError(f"a response without Content-Length or chunked body: status {status}")
     chunks: list[bytes] = []
-    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-        chunks.append(await reader.readexactly(size))
-        await reader.readexactly(2)
-    await reader.readuntil(b"\r\n")  # the empty trailer section
+    while chunk := await read_chunk(reader):
+        chunks.append(chunk)
     return status, headers, b"".join(chunks)
+
+
+# -- requests on keep-alive connections ---------------------------------------------------------
+
+
+def http_request(method: str, path: str, host: str, token: str | None, body: Any = None) -> bytes:
+    """One request as raw bytes: a bearer token unless None, a JSON body unless None."""
+    payload = b"" if body is None else json.dumps(body).encode()
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"
+    if token is not None:
+        head += f"Authorization: Bearer {token}\r\n"
+    if body is not None:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+    return (head + "\r\n").encode() + payload
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection; a request is written, then its response read."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, address: tuple[str, int]) -> Connection:
+        reader, writer = await asyncio.open_connection(*address)
+        return cls(reader, writer)
+
+    def write(self, request: bytes) -> None:
+        self.writer.write(request)
+
+    async def response(self, timeout_s: float) -> tuple[int, dict[str, Any]]:
+        """The next response (it must have a Content-Length): status and JSON body."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                status, _, raw = await read_response(self.reader)
+        except TimeoutError:
+            raise BenchError(f"no response within {timeout_s:.0f} s") from None
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+            raise BenchError(f"connection failed: {type(exc).__name__} {exc}") from exc
+        decoded: dict[str, Any] = json.loads(raw) if raw else {}
+        return status, decoded
+
+    async def call(self, request: bytes, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[int, dict[str, Any]]:
+        self.write(request)
+        return await self.response(timeout_s)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Pool:
+    """Keep-alive connections handed out one request at a time, opened on demand."""
+
+    def __init__(self, address: tuple[str, int], timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self.host = f"{address[0]}:{address[1]}"
+        self._idle: list[Connection] = []
+        self._all: list[Connection] = []
+
+    async def call(
+        self, method: str, path: str, token: str | None, body: Any, expected: int
+    ) -> tuple[dict[str, Any], float, float]:
+        """Send one request on an idle connection (or a new one); the JSON answer, and the
+        perf_counter times just before the request was written and once its response was read."""
+        request = http_request(method, path, self.host, token, body)
+        connection = self._idle.pop() if self._idle else await self._open()
+        sent = time.perf_counter()
+        try:
+            status, answer = await connection.call(request, self.timeout_s)
+        except BenchError as exc:
+            raise BenchError(f"{method} {path}: {exc}") from exc
+        done = time.perf_counter()
+        self._idle.append(connection)
+        if status != expected:
+            raise BenchError(f"{method} {path}: {status} {json.dumps(answer)[:200]}")
+        return answer, sent, done
+
+    async def _open(self) -> Connection:
+        connection = await Connection.open(self.address)
+        self._all.append(connection)
+        return connection
+
+    def close(self) -> None:
+        for connection in self._all:
+            connection.close()
+        self._all.clear()
+        self._idle.clear()
 
 
 # -- keep-alive load rounds ---------------------------------------------------------------------

@@ -43,7 +43,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from core.domain.keys import generate_keypair
 from devices import phone_request
@@ -61,7 +60,7 @@ from harness import (
     stop_on_sigterm,
     stop_servers,
 )
-from loadgen import bounded, percentile, read_response, run_loop
+from loadgen import Connection, Pool, bounded, http_request, percentile, run_loop
 
 GOAL_KB_PER_POLL = 50.0
 GOAL_P99_MS = 50.0
@@ -89,94 +88,6 @@ class Progress:
 
     def describe(self) -> str:
         return f"{self.phase}: {self.done}/{self.total} done"
-
-
-# -- a minimal HTTP/1.1 client -----------------------------------------------------------------
-
-
-def http_request(method: str, path: str, host: str, token: str | None, body: Any = None) -> bytes:
-    """One request as raw bytes: a bearer token unless None, a JSON body unless None."""
-    payload = b"" if body is None else json.dumps(body).encode()
-    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"
-    if token is not None:
-        head += f"Authorization: Bearer {token}\r\n"
-    if body is not None:
-        head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
-    return (head + "\r\n").encode() + payload
-
-
-class Connection:
-    """One keep-alive HTTP/1.1 connection; a request is written, then its response read."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-
-    @classmethod
-    async def open(cls, address: tuple[str, int]) -> Connection:
-        reader, writer = await asyncio.open_connection(*address)
-        return cls(reader, writer)
-
-    def write(self, request: bytes) -> None:
-        self.writer.write(request)
-
-    async def response(self, timeout_s: float) -> tuple[int, dict[str, Any]]:
-        """The next response (it must have a Content-Length): status and JSON body."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                status, _, raw = await read_response(self.reader)
-        except TimeoutError:
-            raise BenchError(f"no response within {timeout_s:.0f} s") from None
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-            raise BenchError(f"connection failed: {type(exc).__name__} {exc}") from exc
-        decoded: dict[str, Any] = json.loads(raw) if raw else {}
-        return status, decoded
-
-    async def call(self, request: bytes, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[int, dict[str, Any]]:
-        self.write(request)
-        return await self.response(timeout_s)
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-class Pool:
-    """Keep-alive connections handed out one request at a time, opened on demand."""
-
-    def __init__(self, address: tuple[str, int]) -> None:
-        self.address = address
-        self.host = f"{address[0]}:{address[1]}"
-        self._idle: list[Connection] = []
-        self._all: list[Connection] = []
-
-    async def call(
-        self, method: str, path: str, token: str | None, body: Any, expected: int
-    ) -> tuple[dict[str, Any], float, float]:
-        """Send one request on an idle connection (or a new one); the JSON answer, and the
-        perf_counter times just before the request was written and once its response was read."""
-        request = http_request(method, path, self.host, token, body)
-        connection = self._idle.pop() if self._idle else await self._open()
-        sent = time.perf_counter()
-        try:
-            status, answer = await connection.call(request)
-        except BenchError as exc:
-            raise BenchError(f"{method} {path}: {exc}") from exc
-        done = time.perf_counter()
-        self._idle.append(connection)
-        if status != expected:
-            raise BenchError(f"{method} {path}: {status} {json.dumps(answer)[:200]}")
-        return answer, sent, done
-
-    async def _open(self) -> Connection:
-        connection = await Connection.open(self.address)
-        self._all.append(connection)
-        return connection
-
-    def close(self) -> None:
-        for connection in self._all:
-            connection.close()
-        self._all.clear()
-        self._idle.clear()
 
 
 # -- setup: accounts, tokens, questions ------------------------------------------------------------
@@ -348,7 +259,7 @@ class Result:
 
 
 async def measure(server: Server, args: argparse.Namespace, progress: Progress) -> Result:
-    pool = Pool(server.address)
+    pool = Pool(server.address, REQUEST_TIMEOUT_S)
     polls: list[Poll] = []
     try:
         started = time.perf_counter()

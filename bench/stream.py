@@ -37,11 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from core.domain.envelope import seal
 from core.domain.keys import generate_keypair
-from devices import b64, bearer, expect, pair_confirm_request, pair_init_request, phone_request
+from devices import b64, pair_confirm_request, pair_init_request, phone_request
 from harness import (
     BenchError,
     Server,
@@ -52,12 +50,11 @@ from harness import (
     stop_on_sigterm,
     stop_servers,
 )
-from loadgen import bounded, percentile
+from loadgen import Pool, bounded, http_request, percentile, read_chunk, read_head, run_loop
 
 GOAL_P99_MS = 100.0
 GOAL_KB_PER_STREAM = 30.0
 OPENING_COMMENT = ": relaybox stream"
-CLIENT_KEEPALIVE_S = 2.0  # below the server's 5 s idle timeout (uvicorn's default)
 
 
 @dataclass
@@ -66,10 +63,6 @@ class Device:
     token: str
     secret_key: bytes
     public_key: bytes
-
-    @property
-    def auth(self) -> dict[str, str]:
-        return bearer(self.token)
 
 
 @dataclass
@@ -108,23 +101,22 @@ def server_settings(streams: int) -> dict[str, str]:
 # -- devices -----------------------------------------------------------------------------------
 
 
-async def register_phone(api: httpx.AsyncClient) -> Device:
+async def register_phone(api: Pool) -> Device:
     secret, public = generate_keypair()
-    body = expect(await api.post("/v1/devices", json=phone_request(public, "bench phone")), 201)
+    body, _, _ = await api.call("POST", "/v1/devices", None, phone_request(public, "bench phone"), 201)
     return Device(body["device_id"], body["device_token"], secret, public)
 
 
-async def pair_computer(api: httpx.AsyncClient, phone: Device, number: int) -> Device:
+async def pair_computer(api: Pool, phone: Device, number: int) -> Device:
     secret, public = generate_keypair()
-    started = expect(await api.post("/v1/pair/init", json=pair_init_request(public, f"bench {number}")), 201)
+    request = pair_init_request(public, f"bench {number}")
+    started, _, _ = await api.call("POST", "/v1/pair/init", None, request, 201)
     confirm = pair_confirm_request(started["code"], phone.public_key)
-    expect(await api.post("/v1/pair/confirm", json=confirm, headers=phone.auth), 200)
+    await api.call("POST", "/v1/pair/confirm", phone.token, confirm, 200)
     return Device(started["device_id"], started["device_token"], secret, public)
 
 
-async def pair_all(
-    api: httpx.AsyncClient, phone: Device, count: int, limit: int, progress: Progress
-) -> list[Device]:
+async def pair_all(api: Pool, phone: Device, count: int, limit: int, progress: Progress) -> list[Device]:
     computers: list[Device | None] = [None] * count
     progress.start("pairing computers", count)
 
@@ -165,8 +157,10 @@ class Arrivals:
 
 @dataclass
 class StreamSet:
-    """N open ``GET /v1/sync`` streams, each read by its own task."""
+    """N open ``GET /v1/sync`` streams, each read by its own task on a raw HTTP/1.1 connection
+    (a chunked body whose chunks carry the SSE frames)."""
 
+    address: tuple[str, int]
     arrivals: Arrivals
     progress: Progress
     opened: int = 0
@@ -174,9 +168,7 @@ class StreamSet:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ended: int = 0
 
-    async def follow(
-        self, client: httpx.AsyncClient, device: Device, gate: asyncio.Semaphore, total: int
-    ) -> None:
+    async def follow(self, device: Device, gate: asyncio.Semaphore, total: int) -> None:
         """Hold a connecting slot until the opening comment arrives, then read the stream until cancelled."""
         released = False
 
@@ -188,30 +180,39 @@ class StreamSet:
                 self._mark_open(total)
 
         await gate.acquire()
+        writer: asyncio.StreamWriter | None = None
         try:
-            async with client.stream("GET", "/v1/sync", headers=device.auth) as response:
-                if response.status_code != 200:
-                    self.progress.fail(f"stream got {response.status_code}")
-                    return
-                await self._read(response, opened)
-        except httpx.HTTPError as exc:
+            reader, writer = await asyncio.open_connection(*self.address)
+            host = f"{self.address[0]}:{self.address[1]}"
+            writer.write(http_request("GET", "/v1/sync", host, device.token))
+            status, headers = await read_head(reader)
+            if status != 200 or headers.get(b"transfer-encoding") != b"chunked":
+                self.progress.fail(f"stream got {status} {headers.get(b'content-type', b'')!r}")
+                return
+            await self._read(reader, opened)
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             self.progress.fail(f"stream {type(exc).__name__}: {exc}")
         finally:
+            if writer is not None:
+                writer.close()
             if not released:
                 released = True
                 gate.release()
             self.ended += 1
 
-    async def _read(self, response: httpx.Response, opened: Callable[[], None]) -> None:
-        seq: int | None = None
-        async for line in response.aiter_lines():
-            if line.startswith(OPENING_COMMENT):
-                opened()
-            elif line.startswith("id:"):
-                seq = int(line.removeprefix("id:").strip())
-            elif line == "" and seq is not None:
-                self.arrivals.arrived(seq, time.perf_counter())
-                seq = None
+    async def _read(self, reader: asyncio.StreamReader, opened: Callable[[], None]) -> None:
+        """Split the body into SSE frames; note when each frame with an ``id:`` arrived."""
+        pending = ""
+        while chunk := await read_chunk(reader):
+            arrived = time.perf_counter()
+            pending += chunk.decode()
+            while "\n\n" in pending:
+                frame, _, pending = pending.partition("\n\n")
+                if frame.startswith(OPENING_COMMENT):
+                    opened()
+                elif frame.startswith("id:"):
+                    self.arrivals.arrived(int(frame[3:].partition("\n")[0]), arrived)
+        self.progress.fail("a stream ended")  # the server closed it
 
     def _mark_open(self, total: int) -> None:
         self.opened += 1
@@ -221,14 +222,14 @@ class StreamSet:
 
 
 async def open_streams(
-    client: httpx.AsyncClient, devices: list[Device], limit: int, progress: Progress
+    address: tuple[str, int], devices: list[Device], limit: int, progress: Progress
 ) -> StreamSet:
     """Open a stream per device (at most ``limit`` connecting at once) and wait until all are up."""
-    streams = StreamSet(Arrivals(), progress)
+    streams = StreamSet(address, Arrivals(), progress)
     progress.start("opening streams", len(devices))
     gate = asyncio.Semaphore(limit)
     for device in devices:
-        streams.tasks.append(asyncio.create_task(streams.follow(client, device, gate, len(devices))))
+        streams.tasks.append(asyncio.create_task(streams.follow(device, gate, len(devices))))
     while not streams.all_open.is_set():
         if streams.ended:
             raise BenchError(f"{streams.ended} stream(s) ended before all were open")
@@ -261,7 +262,6 @@ class Round:
 
 async def relay_round(
     server: Server,
-    api: httpx.AsyncClient,
     phone: Device,
     computers: list[Device],
     arrivals: Arrivals,
@@ -280,23 +280,26 @@ async def relay_round(
     last_arrival = 0.0
     server_cpu, bench_cpu = server.cpu_s(), time.process_time()
     gate = asyncio.Semaphore(args.concurrency)
+    api = Pool(server.address)  # a fresh one each round: uvicorn closes connections idle for 5 s
     first_post = time.perf_counter()
 
     async def deliver(index: int) -> None:
         nonlocal last_arrival
         async with gate:
             body = {"to": computers[index].device_id, "type": "clipboard", "blob": blobs[index]}
-            sent = time.perf_counter()
-            seq = int(expect(await api.post("/v1/envelopes", json=body, headers=phone.auth), 202)["seq"])
-            posts[index] = time.perf_counter() - sent
-        arrived = await arrivals.wait(seq, args.delivery_timeout)
+            accepted, sent, done = await api.call("POST", "/v1/envelopes", phone.token, body, 202)
+            posts[index] = done - sent
+        arrived = await arrivals.wait(int(accepted["seq"]), args.delivery_timeout)
         latencies[index] = arrived - sent
         last_arrival = max(last_arrival, arrived)
         progress.done += 1
 
-    async with asyncio.TaskGroup() as group:
-        for index in range(len(computers)):
-            group.create_task(deliver(index))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for index in range(len(computers)):
+                group.create_task(deliver(index))
+    finally:
+        api.close()
     server_cpu, bench_cpu = server.cpu_s() - server_cpu, time.process_time() - bench_cpu
     return Round(latencies, posts, last_arrival - first_post, server_cpu, bench_cpu)
 
@@ -328,44 +331,34 @@ class Result:
 
 async def measure(server: Server, args: argparse.Namespace, progress: Progress) -> Result:
     n: int = args.streams
-    # uvicorn closes a connection idle for 5 s; reusing one at that moment gets a connection reset
-    # (seen with httpx's default 5 s expiry), so the client lets idle connections go sooner.
-    api_limits = httpx.Limits(
-        max_connections=args.concurrency,
-        max_keepalive_connections=args.concurrency,
-        keepalive_expiry=CLIENT_KEEPALIVE_S,
-    )
-    stream_limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
-    stream_timeout = httpx.Timeout(connect=30, read=None, write=30, pool=None)
-    async with (
-        httpx.AsyncClient(base_url=server.url, limits=api_limits, timeout=30) as api,
-        httpx.AsyncClient(base_url=server.url, limits=stream_limits, timeout=stream_timeout) as sse,
-    ):
+    setup = Pool(server.address, timeout_s=30)
+    try:
         progress.start("registering the phone", 1)
-        phone = await register_phone(api)
+        phone = await register_phone(setup)
         started = time.perf_counter()
-        computers = await pair_all(api, phone, n, args.concurrency, progress)
+        computers = await pair_all(setup, phone, n, args.concurrency, progress)
         print(f"    paired {len(computers)} computers in {time.perf_counter() - started:.1f} s", flush=True)
+    finally:
+        setup.close()
+    await asyncio.sleep(args.settle)
+    rss_before = server.rss_kb()
+    streams: StreamSet | None = None
+    try:
+        started = time.perf_counter()
+        streams = await open_streams(server.address, computers, args.open_concurrency, progress)
+        print(f"    {n} streams open in {time.perf_counter() - started:.1f} s", flush=True)
         await asyncio.sleep(args.settle)
-        rss_before = server.rss_kb()
-        streams: StreamSet | None = None
-        try:
-            started = time.perf_counter()
-            streams = await open_streams(sse, computers, args.open_concurrency, progress)
-            print(f"    {n} streams open in {time.perf_counter() - started:.1f} s", flush=True)
-            await asyncio.sleep(args.settle)
-            rss_after, fds = server.rss_kb(), server.open_fds()
-            rounds = []
-            for number in range(1, args.rounds + 1):
-                rounds.append(
-                    await relay_round(server, api, phone, computers, streams.arrivals, args, progress, number)
-                )
-                await asyncio.sleep(0.5)
-            if streams.ended:
-                raise BenchError(f"{streams.ended} stream(s) ended during the run")
-        finally:
-            progress.start("closing streams", n)
-            await close_streams(streams)
+        rss_after, fds = server.rss_kb(), server.open_fds()
+        rounds = []
+        for number in range(1, args.rounds + 1):
+            measured = await relay_round(server, phone, computers, streams.arrivals, args, progress, number)
+            rounds.append(measured)
+            await asyncio.sleep(0.5)
+        if streams.ended:
+            raise BenchError(f"{streams.ended} stream(s) ended during the run")
+    finally:
+        progress.start("closing streams", n)
+        await close_streams(streams)
     return Result(n, rss_before, rss_after, fds, server.fd_limit(), rounds)
 
 
@@ -443,12 +436,12 @@ def main(argv: list[str] | None = None) -> int:
         server = start_relaybox(work_dir, min(30.0, args.deadline), server_settings(args.streams), fd_limit)
         print(f"server pid {server.pid} at {server.url} (data in {work_dir})", flush=True)
         remaining = args.deadline - (time.monotonic() - started)
-        result = asyncio.run(asyncio.wait_for(measure(server, args, progress), remaining))
+        result = run_loop(asyncio.wait_for(measure(server, args, progress), remaining))
         met = report(result, args)
         outcome = 1 if args.strict and not met else 0
     except TimeoutError:
         print(f"FAILED: deadline of {args.deadline:.0f} s reached during {progress.describe()}")
-    except (BenchError, httpx.HTTPError, ExceptionGroup) as exc:
+    except (BenchError, OSError, ExceptionGroup) as exc:
         print(f"FAILED during {progress.describe()}: {describe(exc)}")
     finally:
         if progress.errors:
@@ -463,15 +456,12 @@ def describe(exc: BaseException) -> str:
     """The first leaf of an exception group, or the exception itself."""
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
-    where = ""
-    if isinstance(exc, httpx.RequestError):
-        where = f" ({exc.request.method} {exc.request.url.path})"
     causes: list[str] = []
     cause = exc.__cause__ or exc.__context__
     while cause is not None and len(causes) < 4:
         causes.append(f"{type(cause).__module__}.{type(cause).__name__}: {cause!r}")
         cause = cause.__cause__ or cause.__context__
-    return f"{type(exc).__name__}{where}: {exc!r}" + "".join(f"\n  caused by {c}" for c in causes)
+    return f"{type(exc).__name__}: {exc!r}" + "".join(f"\n  caused by {c}" for c in causes)
 
 
 if __name__ == "__main__":
