@@ -46,6 +46,7 @@ from core.events import (
     TransfersEnded,
     device_topic,
 )
+from core.group_commit import GroupCommitter, Write, is_group_commit
 from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
@@ -137,6 +138,8 @@ class Core:
         self._tasks: TaskGroup | None = None
         self._open_streams: dict[str, int] = {}
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
+        # SQLite writes one transaction at a time: hot writes there share transactions.
+        self._group = GroupCommitter(self._write_group) if self._sqlite_writer is not None else None
         self.waiting_polls = 0  # long polls waiting for an answer on this process
         # What /readyz checks, by name; bootstrap adds one per external service (Redis).
         self.readiness_probes: dict[str, ReadinessProbe] = {"database": self._database_ready}
@@ -160,6 +163,8 @@ class Core:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self.credentials.follow, self.fanout)
+        if self._group is not None:
+            self._tasks.start_soon(self._group.write_forever)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -268,6 +273,8 @@ class Core:
             read = await self._quick_read_on_loop(op, principal, args, kw) if self._on_loop(op) else None
             if read is not None:
                 result, events = read
+            elif self._group is not None and self._group.running and is_group_commit(op) and self._in_loop():
+                result, events = await self._group.submit(Write(op, principal, args, kw))
             else:
                 result, events = await anyio.to_thread.run_sync(
                     functools.partial(self._run_in_transaction, op, principal, args, kw)
@@ -281,12 +288,11 @@ class Core:
         return result
 
     def _on_loop(self, op: Callable[..., Any]) -> bool:
-        return (
-            self._reads_on_loop
-            and getattr(op, QUICK_READ_MARK, False)
-            and self._loop is not None
-            and self._loop[0] == threading.get_ident()
-        )
+        return self._reads_on_loop and getattr(op, QUICK_READ_MARK, False) and self._in_loop()
+
+    def _in_loop(self) -> bool:
+        """Called from the event loop the Core runs in (not another loop, not a worker thread)."""
+        return self._loop is not None and self._loop[0] == threading.get_ident()
 
     async def _quick_read_on_loop(
         self, op: Callable[..., T], principal: Principal, args: tuple[Any, ...], kw: dict[str, Any]
@@ -364,6 +370,32 @@ class Core:
             tx = self._tx(session)
             result = op(tx, principal, *args, **kw)
         return result, tx.events
+
+    def _write_group(self, writes: list[Write]) -> None:
+        """On a worker thread: the group in one transaction. When one of them raises, the whole
+        transaction is rolled back and each runs again alone, for its own result or error."""
+        if len(writes) > 1 and self._write_together(writes):
+            return
+        for write in writes:
+            try:
+                write.succeeded(*self._run_in_transaction(write.op, write.principal, write.args, write.kw))
+            except Exception as error:
+                write.failed(error)
+
+    def _write_together(self, writes: list[Write]) -> bool:
+        """All of ``writes`` in one transaction; False (nothing written) when one raised."""
+        assert self._sqlite_writer is not None  # groups are for SQLite
+        outcomes: list[tuple[Any, list[Event]]] = []
+        try:
+            with self._sqlite_writer, session_scope(self.engine) as session:
+                for write in writes:
+                    tx = self._tx(session)
+                    outcomes.append((write.op(tx, write.principal, *write.args, **write.kw), tx.events))
+        except Exception:
+            return False  # rolled back
+        for write, (result, events) in zip(writes, outcomes, strict=True):
+            write.succeeded(result, events)
+        return True
 
     # -- after commit ----------------------------------------------------------------------
     async def _after_commit(self, events: list[Event]) -> None:

@@ -20,6 +20,7 @@ from core.domain.envelope import MIN_LENGTH, WIRE_VERSION
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.events import Deferred
+from core.group_commit import group_commit
 from core.principal import Principal, PrincipalKind
 from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
 from core.services.devices import own_device
@@ -73,6 +74,7 @@ class QueuePage(BaseModel):
     items: list[QueueItem]
 
 
+@group_commit  # the hot write: nothing outside the transaction before it returns
 def relay_envelope(tx: Tx, principal: Principal, *, body: EnvelopeCreate) -> EnvelopeAccepted:
     """Queue an opaque envelope for a paired device and push it to a phone."""
     sender_id = principal.require_device()

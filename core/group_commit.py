@@ -1,0 +1,122 @@
+"""Group commit: on SQLite, hot writes submitted while another group is being written share the
+next transaction.
+
+SQLite has one writer at a time, so under load every write waits for the lock anyway; what each
+pays on top of its own statements — a worker-thread hop, a session, BEGIN IMMEDIATE and COMMIT —
+is paid once per group instead. One task writes the groups, one after another: every write
+queued while a group is in the database goes into the next one (at most ``MAX_GROUP``). A write
+that arrives while nothing is being written goes at once, in a group of one, so nothing waits
+for company.
+
+A marked operation must be safe to run again after a rollback: nothing it does outside its
+transaction before it returns (events are fine: they are acted on after the commit). When any
+operation of a group raises, the group's transaction is rolled back and each of its operations
+runs again in a transaction of its own, so one bad request never fails another and each caller
+gets exactly its own result or error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+
+from core.events import Event
+from core.principal import Principal
+
+GROUP_COMMIT_MARK = "__relaybox_group_commit__"
+MAX_GROUP = 64  # operations in one transaction: bounds the time the others in it wait
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def group_commit(op: F) -> F:
+    """Mark a short write that may share its transaction with others (see the module docstring
+    for what such an operation must not do)."""
+    setattr(op, GROUP_COMMIT_MARK, True)
+    return op
+
+
+def is_group_commit(op: Callable[..., Any]) -> bool:
+    return bool(getattr(op, GROUP_COMMIT_MARK, False))
+
+
+@dataclass(eq=False)
+class Write:
+    """One submitted operation and, once its group is written, what came of it."""
+
+    op: Callable[..., Any]
+    principal: Principal
+    args: tuple[Any, ...]
+    kw: dict[str, Any]
+    result: Any = None
+    events: list[Event] = field(default_factory=list)
+    error: BaseException | None = None
+    settled: bool = False  # written (or refused) with this outcome
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+    def succeeded(self, result: Any, events: list[Event]) -> None:
+        self.result, self.events, self.settled = result, events, True
+
+    def failed(self, error: BaseException) -> None:
+        self.error, self.settled = error, True
+
+
+class CoreStoppedError(RuntimeError):
+    """The Core stopped before a submitted write was written (it was not: nothing to undo)."""
+
+
+# Runs on a worker thread: writes the group and records each write's outcome on it.
+WriteGroup = Callable[[list[Write]], None]
+
+
+class GroupCommitter:
+    def __init__(self, write_group: WriteGroup) -> None:
+        self._write_group = write_group
+        self._queued: list[Write] = []
+        self._writing: list[Write] = []
+        self._work = anyio.Event()
+        self.running = False
+
+    async def submit(self, write: Write) -> tuple[Any, list[Event]]:
+        """Queue ``write`` for the next group and wait until it is written. Once queued it is
+        written whatever happens to the caller (as a worker-thread transaction would be)."""
+        self._queued.append(write)
+        self._work.set()
+        with anyio.CancelScope(shield=True):
+            await write.done.wait()
+        if write.error is not None:
+            raise write.error
+        return write.result, write.events
+
+    async def write_forever(self) -> None:
+        """The one task that writes the groups; runs inside the Core's task group."""
+        self.running = True
+        try:
+            while True:
+                await self._work.wait()
+                self._work = anyio.Event()
+                while self._queued:
+                    self._writing = self._queued[:MAX_GROUP]
+                    del self._queued[:MAX_GROUP]
+                    try:
+                        await anyio.to_thread.run_sync(self._write_group, self._writing)
+                    except Exception as error:  # not expected: each outcome is recorded on its write
+                        self._settle(self._writing, error)
+                    self._settle(self._writing, RuntimeError("the group writer recorded no outcome"))
+                    self._writing = []
+        finally:
+            self.running = False
+            stopped = CoreStoppedError("the server stopped before this write was made")
+            self._settle([*self._writing, *self._queued], stopped)
+            self._queued, self._writing = [], []
+
+    @staticmethod
+    def _settle(writes: list[Write], error: BaseException | None) -> None:
+        """Wake the writers' callers; one without an outcome fails with ``error``."""
+        for write in writes:
+            if not write.settled and error is not None:
+                write.failed(error)
+            write.done.set()

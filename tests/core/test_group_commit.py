@@ -1,0 +1,204 @@
+"""Group commit: relays submitted together on SQLite share one transaction, each caller still gets
+exactly its own result or error, a bad one never fails or duplicates the others, and writes still
+queued when the Core stops fail instead of hanging."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from sqlalchemy import event
+
+from core.context import Core
+from core.errors import RelayError
+from core.group_commit import CoreStoppedError, GroupCommitter, Write
+from core.principal import Principal
+from core.services.relay import EnvelopeAccepted, EnvelopeCreate, read_queue, relay_envelope
+from tests.core.pairs import paired
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def running(core: Core) -> AsyncIterator[Core]:
+    async with core:
+        yield core
+
+
+def count_write_transactions(core: Core) -> list[int]:
+    """A one-item list counting write transactions begun on the engine from now on."""
+    count = [0]
+
+    @event.listens_for(core.engine, "begin")
+    def begun(connection: Any) -> None:
+        if not connection.get_execution_options().get("relaybox_read_only"):
+            count[0] += 1
+
+    return count
+
+
+async def relay_all(core: Core, sender: Principal, bodies: list[EnvelopeCreate]) -> list[Any]:
+    """Submit every relay at once; each one's result, or the error it raised."""
+    outcomes: list[Any] = [None] * len(bodies)
+
+    async def one(index: int) -> None:
+        try:
+            outcomes[index] = await core.run(relay_envelope, sender, body=bodies[index])
+        except RelayError as error:
+            outcomes[index] = error
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(bodies)):
+            group.start_soon(one, index)
+    return outcomes
+
+
+async def test_relays_submitted_together_share_transactions_and_each_gets_its_seq(running: Core) -> None:
+    pair = await paired(running)
+    transactions = count_write_transactions(running)
+    outcomes = await relay_all(running, pair.phone, [pair.envelope(b"text %d" % i) for i in range(30)])
+
+    assert all(isinstance(outcome, EnvelopeAccepted) for outcome in outcomes)
+    seqs = [outcome.seq for outcome in outcomes]
+    assert len(set(seqs)) == 30
+    queued = await running.run(read_queue, pair.computer, after=0)
+    assert [item.seq for item in queued.items] == sorted(seqs)  # each once, in seq order
+    if running.engine.dialect.name == "sqlite":
+        assert transactions[0] <= 3  # 30 writes: the first alone, the rest together
+    else:
+        assert transactions[0] >= 30  # PostgreSQL writes in parallel: one transaction each
+
+
+async def test_a_bad_relay_in_a_group_fails_alone_and_the_others_are_written_once(running: Core) -> None:
+    pair = await paired(running)
+    bodies = [pair.envelope(b"good %d" % i) for i in range(10)]
+    bodies[4] = EnvelopeCreate(to="dev_nobody", type="clipboard", blob=bodies[4].blob)
+    bodies[7] = EnvelopeCreate(to=bodies[7].to, type="clipboard", blob="bm90IGFuIGVudmVsb3Bl")
+
+    outcomes = await relay_all(running, pair.phone, bodies)
+
+    assert isinstance(outcomes[4], RelayError) and outcomes[4].code == "not_found"
+    assert isinstance(outcomes[7], RelayError) and outcomes[7].code == "invalid_blob"
+    accepted = [o for i, o in enumerate(outcomes) if i not in (4, 7)]
+    assert all(isinstance(o, EnvelopeAccepted) for o in accepted)
+    queued = await running.run(read_queue, pair.computer, after=0)
+    assert sorted(item.seq for item in queued.items) == sorted(o.seq for o in accepted)
+
+
+# -- the committer on its own: how writes form groups ------------------------------------------
+
+
+def write(name: str) -> Write:
+    return Write(op=lambda: None, principal=Principal.system(), args=(name,), kw={})
+
+
+class HeldGroups:
+    """A group writer that records each group and holds the first one until released."""
+
+    def __init__(self, *, fail_first: bool = False) -> None:
+        self.groups: list[list[str]] = []
+        self.first_started = threading.Event()
+        self.release = threading.Event()
+        self.fail_first = fail_first
+
+    def __call__(self, writes: list[Write]) -> None:
+        self.groups.append([w.args[0] for w in writes])
+        if len(self.groups) == 1:
+            self.first_started.set()
+            self.release.wait(10)
+            if self.fail_first:
+                raise RuntimeError("the database went away")
+        for w in writes:
+            w.succeeded(f"wrote {w.args[0]}", [])
+
+
+async def wait_for(condition: threading.Event) -> None:
+    with anyio.fail_after(10):
+        while not condition.is_set():
+            await anyio.sleep(0.01)
+
+
+async def test_writes_queued_while_a_group_is_written_go_together_into_the_next() -> None:
+    writer = HeldGroups()
+    committer = GroupCommitter(writer)
+    results: dict[str, Any] = {}
+
+    async def submit(name: str) -> None:
+        results[name] = (await committer.submit(write(name)))[0]
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(committer.write_forever)
+        group.start_soon(submit, "a")
+        await wait_for(writer.first_started)
+        for name in ("b", "c", "d"):
+            group.start_soon(submit, name)
+        await anyio.sleep(0.05)
+        writer.release.set()
+        with anyio.fail_after(10):
+            while len(results) < 4:
+                await anyio.sleep(0.01)
+        group.cancel_scope.cancel()
+
+    assert writer.groups == [["a"], ["b", "c", "d"]]
+    assert results == {name: f"wrote {name}" for name in "abcd"}
+
+
+async def test_a_group_writer_that_raises_fails_that_group_only() -> None:
+    writer = HeldGroups(fail_first=True)
+    committer = GroupCommitter(writer)
+    outcomes: dict[str, Any] = {}
+
+    async def submit(name: str) -> None:
+        try:
+            outcomes[name] = (await committer.submit(write(name)))[0]
+        except RuntimeError as error:
+            outcomes[name] = error
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(committer.write_forever)
+        group.start_soon(submit, "a")
+        await wait_for(writer.first_started)
+        writer.release.set()
+        with anyio.fail_after(10):
+            while "a" not in outcomes:
+                await anyio.sleep(0.01)
+        await submit("b")
+        group.cancel_scope.cancel()
+
+    assert isinstance(outcomes["a"], RuntimeError) and "went away" in str(outcomes["a"])
+    assert outcomes["b"] == "wrote b"
+
+
+async def test_writes_still_queued_when_the_writer_stops_fail_instead_of_hanging() -> None:
+    writer = HeldGroups()
+    committer = GroupCommitter(writer)
+    outcomes: dict[str, Any] = {}
+
+    async def submit(name: str) -> None:
+        try:
+            outcomes[name] = (await committer.submit(write(name)))[0]
+        except CoreStoppedError as error:
+            outcomes[name] = error
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            async with anyio.create_task_group() as writing:
+                writing.start_soon(committer.write_forever)
+                group.start_soon(submit, "a")
+                await wait_for(writer.first_started)
+                group.start_soon(submit, "b")
+                await anyio.sleep(0.05)
+                writing.cancel_scope.cancel()  # the Core stops while "a" is in the database
+                writer.release.set()
+
+    assert outcomes["a"] == "wrote a"  # it was being written: the write finished and was reported
+    assert isinstance(outcomes["b"], CoreStoppedError)
+    assert not committer.running
