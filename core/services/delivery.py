@@ -18,6 +18,7 @@ from core.domain import payloads
 from core.domain.canonical import canonical_json
 from core.events import EnvelopeQueued, Published, PushRequested, device_topic
 from core.services.queue_wake import wake_message
+from core.store.driver_sql import DriverStatement
 from core.store.tables import Device, QueuedEnvelope, WebPushSubscriptionRow
 
 QUEUE_CAP = 200
@@ -56,29 +57,43 @@ def enqueue(
         )
     now = tx.now()
     connection = tx.session.connection()
-    prev = connection.execute(_LATEST, {"recipient": recipient_device_id}).scalar_one_or_none() or 0
-    seq = connection.execute(
-        _INSERT,
+    prev = _LATEST.scalar(connection, {"recipient": recipient_device_id}) or 0
+    seq = _INSERT.scalar(
+        connection,
         {
-            "recipient_device_id": recipient_device_id,
+            "recipient": recipient_device_id,
             "sender": sender,
             "type": type,
             "blob": blob,
             "created_at": now,
             "expires_at": now + max(LIVE_GRACE_S, min(ttl_s, max_lifetime_s)),
         },
-    ).scalar_one()
-    connection.execute(_TRIM, {"recipient": recipient_device_id})
+    )
+    _TRIM.rows(connection, {"recipient": recipient_device_id})
     wake = wake_message(seq=int(seq), prev=int(prev), sender=sender, type=type, blob=blob)
     tx.emit(EnvelopeQueued(recipient_device_id, int(seq), wake))
     return int(seq)
 
 
-# Built once: the queue is the hot path, and building SQL statements costs more than running them.
+# Built once and run on the driver's cursor: the queue is the hot path, and building statements
+# and SQLAlchemy's per-execution work cost more than running them.
 _QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
-_INSERT = insert(_QUEUE).returning(_QUEUE.c.seq)
+_INSERT = DriverStatement(
+    insert(_QUEUE)
+    .values(
+        recipient_device_id=bindparam("recipient"),
+        sender=bindparam("sender"),
+        type=bindparam("type"),
+        blob=bindparam("blob"),
+        created_at=bindparam("created_at"),
+        expires_at=bindparam("expires_at"),
+    )
+    .returning(_QUEUE.c.seq)
+)
 # The recipient's newest entry before this one: its streams know whether they missed anything.
-_LATEST = select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
+_LATEST = DriverStatement(
+    select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
+)
 _OLDEST_KEPT = (
     select(_QUEUE.c.seq)
     .where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
@@ -88,8 +103,8 @@ _OLDEST_KEPT = (
     .scalar_subquery()
 )
 # Keep the newest QUEUE_CAP entries: one DELETE below the cap's oldest survivor.
-_TRIM = delete(_QUEUE).where(
-    _QUEUE.c.recipient_device_id == bindparam("recipient"), _QUEUE.c.seq < _OLDEST_KEPT
+_TRIM = DriverStatement(
+    delete(_QUEUE).where(_QUEUE.c.recipient_device_id == bindparam("recipient"), _QUEUE.c.seq < _OLDEST_KEPT)
 )
 
 

@@ -25,6 +25,7 @@ from core.principal import Principal, PrincipalKind
 from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
 from core.services.devices import own_device
 from core.services.queue_wake import blob_text
+from core.store.driver_sql import DriverStatement
 from core.store.tables import Device, Pair, QueuedEnvelope
 
 # Envelope payload types a device may relay (the spec's table), and the sms family behind a flag.
@@ -78,35 +79,34 @@ class QueuePage(BaseModel):
 def relay_envelope(tx: Tx, principal: Principal, *, body: EnvelopeCreate) -> EnvelopeAccepted:
     """Queue an opaque envelope for a paired device and push it to a phone."""
     sender_id = principal.require_device()
-    found = (
-        tx.session.connection().execute(_SENDER_AND_RECIPIENT, {"sender": sender_id, "to": body.to}).first()
-    )
-    if found is None:
+    found = _SENDER_AND_RECIPIENT.rows(tx.session.connection(), {"sender": sender_id, "to": body.to})
+    if not found:
         raise RelayError("invalid_token")  # the sending device is gone
+    recipient, recipient_kind = found[0]
     if body.type not in RELAYED_TYPES:
         if not SMS_FAMILY.fullmatch(body.type):
             raise RelayError("invalid_envelope_type", details={"allowed": sorted(RELAYED_TYPES)})
         if not tx.settings.sms_enabled:
             raise RelayError("feature_disabled", "SMS relaying is turned off on this server.")
     blob = _decode_blob(body.blob, tx.settings.max_envelope_bytes)
-    if found.recipient is None:  # no pair joins them (existence is not confirmed)
+    if recipient is None:  # no pair joins them (existence is not confirmed)
         raise RelayError("not_found", "No paired device with that id.")
     ttl = max(0, min(body.ttl if body.ttl is not None else QUEUE_LIFETIME_S, QUEUE_LIFETIME_S))
     msg_id = new_prefixed_id("msg")
-    seq = enqueue(tx, found.recipient, sender=sender_id, type=body.type, blob=blob, ttl_s=ttl)
-    if found.surface_kind == "phone":
-        phone = tx.session.get(Device, found.recipient)
+    seq = enqueue(tx, recipient, sender=sender_id, type=body.type, blob=blob, ttl_s=ttl)
+    if recipient_kind == "phone":
+        phone = tx.session.get(Device, recipient)
         assert phone is not None  # read in this transaction
         _push_to_phone(tx, phone, body, blob, msg_id=msg_id, seq=seq, ttl=ttl)
     return EnvelopeAccepted(seq=seq, msg_id=msg_id)
 
 
-# Built once (the relay is the hot write path): the sender, if it still exists, and the recipient
-# if a pair joins the two (either may be the phone).
+# Built once and run on the driver's cursor (the relay is the hot write path): the sender, if it
+# still exists, and the recipient with its kind if a pair joins the two (either may be the phone).
 _SENDER = Device.__table__.alias("sender")  # type: ignore[attr-defined]
 _RECIPIENT = Device.__table__.alias("recipient")  # type: ignore[attr-defined]
 _PAIR = Pair.__table__  # type: ignore[attr-defined]
-_SENDER_AND_RECIPIENT = (
+_SENDER_AND_RECIPIENT = DriverStatement(
     sql.select(_RECIPIENT.c.device_id.label("recipient"), _RECIPIENT.c.surface_kind)
     .select_from(_SENDER)
     .outerjoin(
