@@ -50,7 +50,7 @@ from core.group_commit import GroupCommitter, Write, is_group_commit
 from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
-from core.store.database import READ_ONLY, session_scope
+from core.store.database import READ_ONLY, checkpoint, session_scope
 
 log = logging.getLogger("relaybox.core")
 
@@ -96,6 +96,7 @@ def read_only(op: F) -> F:
 
 
 QUICK_READ_MARK = "__relaybox_quick_read__"
+CHECKPOINT_INTERVAL_S = 1.0
 SQLITE_BUSY = 5
 
 
@@ -165,6 +166,8 @@ class Core:
         self._tasks.start_soon(self.credentials.follow, self.fanout)
         if self._group is not None:
             self._tasks.start_soon(self._group.write_forever)
+        if self._reads_on_loop:  # a SQLite file
+            self._tasks.start_soon(self._checkpoint_forever)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -221,6 +224,15 @@ class Core:
                 yield
         finally:
             self.waiting_polls -= 1
+
+    async def _checkpoint_forever(self) -> None:
+        """Keep a SQLite file's WAL short, off the write path (commits do not checkpoint)."""
+        while True:
+            await anyio.sleep(CHECKPOINT_INTERVAL_S)
+            try:
+                await anyio.to_thread.run_sync(checkpoint, self.engine)
+            except Exception:
+                log.warning("WAL checkpoint failed; retrying next interval", exc_info=True)
 
     # -- readiness -------------------------------------------------------------------------
     async def _database_ready(self) -> None:

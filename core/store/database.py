@@ -40,6 +40,10 @@ def make_engine(url: str) -> Engine:
         if not in_memory:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
+            # No checkpoint inside a commit: it would copy the WAL into the database and fsync
+            # both while holding the write lock, stalling every write behind it for tens of ms.
+            # ``checkpoint`` runs on a connection of its own instead, in the background.
+            cursor.execute("PRAGMA wal_autocheckpoint=0")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=10000")
         cursor.close()
@@ -72,3 +76,17 @@ def session_scope(engine: Engine, *, read_only: bool = False) -> Iterator[Sessio
         except BaseException:
             session.rollback()
             raise
+
+
+def checkpoint(engine: Engine) -> tuple[int, int]:
+    """Copy what the WAL holds into a SQLite file's database, as far as readers allow, without
+    waiting for any of them or for the writer (a passive checkpoint); the next write then starts
+    the WAL over, so it stays small. Returns the frames in the WAL and the frames copied."""
+    connection = engine.raw_connection()  # no transaction: a checkpoint cannot run inside one
+    try:
+        cursor = connection.cursor()
+        _busy, frames, copied = cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        cursor.close()
+        return int(frames), int(copied)
+    finally:
+        connection.close()
