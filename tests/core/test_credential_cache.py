@@ -37,11 +37,6 @@ from tests.services import REDIS_URL, unavailable
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def live_cache(clock: ManualClock, **options: float) -> tuple[CredentialCache, MemorySubscription]:
     cache = CredentialCache(clock, **options)  # type: ignore[arg-type]
     subscription = MemorySubscription()

@@ -5,7 +5,6 @@ queued when the Core stops fail instead of hanging."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -20,17 +19,6 @@ from core.services.relay import EnvelopeAccepted, EnvelopeCreate, read_queue, re
 from tests.core.pairs import paired
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def running(core: Core) -> AsyncIterator[Core]:
-    async with core:
-        yield core
 
 
 def count_write_transactions(core: Core) -> list[int]:
@@ -121,9 +109,7 @@ class HeldGroups:
 
 
 async def wait_for(condition: threading.Event) -> None:
-    with anyio.fail_after(10):
-        while not condition.is_set():
-            await anyio.sleep(0.01)
+    assert await anyio.to_thread.run_sync(condition.wait, 10)
 
 
 async def test_writes_queued_while_a_group_is_written_go_together_into_the_next() -> None:
@@ -134,18 +120,17 @@ async def test_writes_queued_while_a_group_is_written_go_together_into_the_next(
     async def submit(name: str) -> None:
         results[name] = (await committer.submit(write(name)))[0]
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(committer.write_forever)
-        group.start_soon(submit, "a")
-        await wait_for(writer.first_started)
-        for name in ("b", "c", "d"):
-            group.start_soon(submit, name)
-        await anyio.sleep(0.05)
-        writer.release.set()
-        with anyio.fail_after(10):
-            while len(results) < 4:
-                await anyio.sleep(0.01)
-        group.cancel_scope.cancel()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(committer.write_forever)
+            async with anyio.create_task_group() as submits:
+                submits.start_soon(submit, "a")
+                await wait_for(writer.first_started)
+                for name in ("b", "c", "d"):
+                    submits.start_soon(submit, name)
+                await anyio.wait_all_tasks_blocked()  # b, c and d are queued
+                writer.release.set()
+            group.cancel_scope.cancel()
 
     assert writer.groups == [["a"], ["b", "c", "d"]]
     assert results == {name: f"wrote {name}" for name in "abcd"}
@@ -153,28 +138,16 @@ async def test_writes_queued_while_a_group_is_written_go_together_into_the_next(
 
 async def test_a_group_writer_that_raises_fails_that_group_only() -> None:
     writer = HeldGroups(fail_first=True)
+    writer.release.set()
     committer = GroupCommitter(writer)
-    outcomes: dict[str, Any] = {}
 
-    async def submit(name: str) -> None:
-        try:
-            outcomes[name] = (await committer.submit(write(name)))[0]
-        except RuntimeError as error:
-            outcomes[name] = error
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(committer.write_forever)
-        group.start_soon(submit, "a")
-        await wait_for(writer.first_started)
-        writer.release.set()
-        with anyio.fail_after(10):
-            while "a" not in outcomes:
-                await anyio.sleep(0.01)
-        await submit("b")
-        group.cancel_scope.cancel()
-
-    assert isinstance(outcomes["a"], RuntimeError) and "went away" in str(outcomes["a"])
-    assert outcomes["b"] == "wrote b"
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(committer.write_forever)
+            with pytest.raises(RuntimeError, match="went away"):
+                await committer.submit(write("a"))
+            assert (await committer.submit(write("b")))[0] == "wrote b"
+            group.cancel_scope.cancel()
 
 
 async def test_writes_still_queued_when_the_writer_stops_fail_instead_of_hanging() -> None:
@@ -195,7 +168,7 @@ async def test_writes_still_queued_when_the_writer_stops_fail_instead_of_hanging
                 group.start_soon(submit, "a")
                 await wait_for(writer.first_started)
                 group.start_soon(submit, "b")
-                await anyio.sleep(0.05)
+                await anyio.wait_all_tasks_blocked()  # b is queued
                 writing.cancel_scope.cancel()  # the Core stops while "a" is in the database
                 writer.release.set()
 

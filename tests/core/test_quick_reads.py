@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
@@ -22,17 +21,6 @@ from core.services.device_list import list_devices
 from core.services.devices import DeviceCreate, register_phone
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def running(core: Core) -> AsyncIterator[Core]:
-    async with core:
-        yield core
 
 
 def on_loop_expected(core: Core) -> bool:

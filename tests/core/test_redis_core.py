@@ -46,11 +46,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def redis_admin() -> AsyncIterator[redis.asyncio.Redis]:
     """A client of the test Redis for looking on, or a skip (a failure under RELAYBOX_REQUIRE_SERVICES=1)."""
     client = redis.asyncio.Redis.from_url(REDIS_URL, socket_connect_timeout=2)

@@ -25,17 +25,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def running(core: Core) -> AsyncIterator[Core]:
-    async with core:
-        yield core
-
-
-@pytest.fixture
 def store_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The ``after`` of every store read a stream makes."""
     reads: list[int] = []
