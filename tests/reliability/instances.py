@@ -44,9 +44,11 @@ def wait_for_port(port: int, timeout: float = START_TIMEOUT_S) -> None:
 
 
 class PrivateRedis:
-    """``redis-server`` on a free port, in memory only; ``kill`` and ``start`` it at will."""
+    """``redis-server`` on a free port, in memory only; ``kill`` and ``start`` it at will; with
+    ``password`` it requires that password (``url`` does not carry it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, password: str | None = None) -> None:
+        self.password = password
         binary = shutil.which("redis-server")
         if binary is None:
             unavailable("redis-server", FileNotFoundError("redis-server is not on PATH"))
@@ -61,6 +63,8 @@ class PrivateRedis:
 
     def start(self) -> None:
         arguments = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        if self.password is not None:
+            arguments += ["--requirepass", self.password]
         self.process = subprocess.Popen(
             [self.binary, *arguments, "--dir", str(self.folder)],
             stdout=subprocess.DEVNULL,
