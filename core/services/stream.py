@@ -11,7 +11,7 @@ server begins to shut down.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -37,7 +37,7 @@ class LivePush:
 
 async def follow_queue(
     core: Core, principal: Principal, *, after: int
-) -> AsyncIterator[QueueItem | LivePush | str]:
+) -> AsyncGenerator[QueueItem | LivePush | str, None]:
     device_id = principal.require_device()
     core.stream_opened(device_id)
     try:
