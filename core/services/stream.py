@@ -68,7 +68,10 @@ async def _follow(
                 if len(page.items) == PAGE:
                     continue  # more is waiting
                 read_store = False
-            with anyio.move_on_after(core.settings.stream_keepalive_s) as waited, core.until_shutdown():
+            # One scope ends the wait at shutdown or after the keep-alive interval: it is held for
+            # as long as the stream is idle, by every open stream.
+            with core.until_shutdown() as waited:
+                waited.deadline = anyio.current_time() + core.settings.stream_keepalive_s
                 received: tuple[str, str] | None = await wakeups.receive()
             if core.shutting_down:
                 return  # the server is stopping: end the response cleanly; the device resumes elsewhere
