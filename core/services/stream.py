@@ -56,16 +56,13 @@ async def _follow(
         read_store = True
         while True:
             if read_store:
-                try:
-                    page = await core.run(read_queue, principal, after=last, limit=PAGE)
-                except RelayError as error:
-                    if error.code == "invalid_token":
-                        return  # revoked while we read: end the stream cleanly, as the revocation would
-                    raise
-                for item in page.items:
+                items = await _queued_after(core, principal, last)
+                if items is None:
+                    return  # revoked while we read: end the stream cleanly, as the revocation would
+                for item in items:
                     yield item
                     last = item.seq
-                if len(page.items) == PAGE:
+                if len(items) == PAGE:
                     continue  # more is waiting
                 read_store = False
             # One scope ends the wait at shutdown or after the keep-alive interval: it is held for
@@ -95,6 +92,17 @@ async def _follow(
             if wakeups.overflowed:  # wake-ups were lost: what they announced is in the store
                 wakeups.overflowed = False
                 read_store = True
+
+
+async def _queued_after(core: Core, principal: Principal, last: int) -> list[QueueItem] | None:
+    """The next page of the device's queue (just its items: the page is not held while the stream
+    waits), or ``None`` once the device's credential is revoked."""
+    try:
+        return (await core.run(read_queue, principal, after=last, limit=PAGE)).items
+    except RelayError as error:
+        if error.code == "invalid_token":
+            return None
+        raise
 
 
 def _already_delivered(message: dict[str, Any], last: int) -> bool:
