@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 from pydantic import BaseModel
-from starlette.responses import StreamingResponse
 
 from core.api.routing import Call, Endpoint
+from core.api.sse import EventStream
 from core.errors import RelayError
 from core.services import relay
 from core.services.auth import Accept
@@ -22,12 +23,10 @@ async def post_envelope(call: Call) -> BaseModel:
     return await call.core.run(relay.relay_envelope, call.principal, body=call.body_as(relay.EnvelopeCreate))
 
 
-async def sync(call: Call) -> StreamingResponse:
+async def sync(call: Call) -> EventStream:
     after = replay_point(call.request.query_params.get("since_id"), call.request.headers.get("last-event-id"))
     call.principal.require_device()
-    frames = sse_frames(follow_queue(call.core, call.principal, after=after))
-    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+    return EventStream(sse_frames(follow_queue(call.core, call.principal, after=after)))
 
 
 def replay_point(since_id: str | None, last_event_id: str | None) -> int:
@@ -41,11 +40,14 @@ def replay_point(since_id: str | None, last_event_id: str | None) -> int:
     return int(raw)
 
 
-async def sse_frames(items: AsyncIterator[relay.QueueItem | LivePush | str]) -> AsyncIterator[str]:
+async def sse_frames(
+    items: AsyncGenerator[relay.QueueItem | LivePush | str, None],
+) -> AsyncGenerator[str, None]:
     yield ": relaybox stream\n\n"
     try:
-        async for item in items:
-            yield _frame(item)
+        async with aclosing(items):  # closed with the frames, even when they stop at a yield
+            async for item in items:
+                yield _frame(item)
     except RelayError as error:
         if error.code != "unavailable":
             raise

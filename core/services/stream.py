@@ -11,7 +11,7 @@ server begins to shut down.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -37,7 +37,7 @@ class LivePush:
 
 async def follow_queue(
     core: Core, principal: Principal, *, after: int
-) -> AsyncIterator[QueueItem | LivePush | str]:
+) -> AsyncGenerator[QueueItem | LivePush | str, None]:
     device_id = principal.require_device()
     core.stream_opened(device_id)
     try:
@@ -56,19 +56,19 @@ async def _follow(
         read_store = True
         while True:
             if read_store:
-                try:
-                    page = await core.run(read_queue, principal, after=last, limit=PAGE)
-                except RelayError as error:
-                    if error.code == "invalid_token":
-                        return  # revoked while we read: end the stream cleanly, as the revocation would
-                    raise
-                for item in page.items:
+                items = await _queued_after(core, principal, last)
+                if items is None:
+                    return  # revoked while we read: end the stream cleanly, as the revocation would
+                for item in items:
                     yield item
                     last = item.seq
-                if len(page.items) == PAGE:
+                if len(items) == PAGE:
                     continue  # more is waiting
                 read_store = False
-            with anyio.move_on_after(core.settings.stream_keepalive_s) as waited, core.until_shutdown():
+            # One scope ends the wait at shutdown or after the keep-alive interval: it is held for
+            # as long as the stream is idle, by every open stream.
+            with core.until_shutdown() as waited:
+                waited.deadline = anyio.current_time() + core.settings.stream_keepalive_s
                 received: tuple[str, str] | None = await wakeups.receive()
             if core.shutting_down:
                 return  # the server is stopping: end the response cleanly; the device resumes elsewhere
@@ -92,6 +92,17 @@ async def _follow(
             if wakeups.overflowed:  # wake-ups were lost: what they announced is in the store
                 wakeups.overflowed = False
                 read_store = True
+
+
+async def _queued_after(core: Core, principal: Principal, last: int) -> list[QueueItem] | None:
+    """The next page of the device's queue (just its items: the page is not held while the stream
+    waits), or ``None`` once the device's credential is revoked."""
+    try:
+        return (await core.run(read_queue, principal, after=last, limit=PAGE)).items
+    except RelayError as error:
+        if error.code == "invalid_token":
+            return None
+        raise
 
 
 def _already_delivered(message: dict[str, Any], last: int) -> bool:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from collections import deque
+import asyncio
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
-
-import anyio
 
 SUBSCRIPTION_BUFFER = 256
 
 
 class MemorySubscription:
+    """An open stream holds its subscription for hours, mostly waiting: what it holds is kept
+    small (a list, not a deque whose first block alone is 624 bytes; a bare future to wait on,
+    not an event, which on asyncio is a deque of waiters too)."""
+
     def __init__(self, buffer: int = SUBSCRIPTION_BUFFER) -> None:
-        self._queue: deque[tuple[str, str]] = deque()
+        self._queue: list[tuple[str, str]] = []
         self._buffer = buffer
-        self._ready = anyio.Event()
+        self._waiter: asyncio.Future[None] | None = None
         self.overflowed = False
         self.connected = True  # in process, always; the Redis fan-out clears it while disconnected
 
@@ -24,18 +26,22 @@ class MemorySubscription:
             self.overflowed = True
             return
         self._queue.append((topic, message))
-        self._ready.set()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def receive_nowait(self) -> tuple[str, str] | None:
         if self._queue:
-            return self._queue.popleft()
+            return self._queue.pop(0)
         return None
 
     async def receive(self) -> tuple[str, str]:
         while not self._queue:
-            self._ready = anyio.Event()
-            await self._ready.wait()
-        return self._queue.popleft()
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._queue.pop(0)
 
 
 class MemoryFanout:

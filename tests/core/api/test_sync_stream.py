@@ -170,6 +170,25 @@ async def test_disconnecting_the_device_ends_its_stream_at_once(live_server: str
     sync_http.close()
 
 
+async def test_a_client_that_hangs_up_is_let_go_at_once_not_at_the_next_keep_alive(
+    live_server: str, core: Core
+) -> None:
+    assert core.settings.stream_keepalive_s >= 15  # so a keep-alive write cannot be what notices
+    sync_http = httpx.Client(base_url=live_server, timeout=10)
+    _, computer = _pair(sync_http)
+    async with httpx.AsyncClient(base_url=live_server, timeout=10) as client:
+        async with client.stream("GET", "/v1/sync", headers=computer.auth) as response:
+            with anyio.fail_after(5):
+                await anext(events(response))  # the opening comment: the stream is up
+            assert core.open_stream_count == 1
+            assert await core.streaming([computer.device_id]) == {computer.device_id}
+        # Leaving the block closes the connection while the stream waits for wake-ups.
+    with anyio.fail_after(2):
+        while core.open_stream_count or await core.streaming([computer.device_id]):  # noqa: ASYNC110 (server state)
+            await anyio.sleep(0.02)
+    sync_http.close()
+
+
 async def test_an_idle_stream_sends_keep_alive_comments(fast_keepalive_core: Core) -> None:
     with serve_in_thread(create_app(core=fast_keepalive_core)) as url:
         sync_http = httpx.Client(base_url=url, timeout=10)
