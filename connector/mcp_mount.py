@@ -22,7 +22,7 @@ MCP_PATH = "/mcp"
 
 @dataclass(frozen=True)
 class McpMount:
-    app: ASGIApp  # mount it at "/" after every other route: it answers /mcp and 404s the rest
+    app: ASGIApp  # route MCP_PATH to it: it serves the MCP transport behind the auth gate
     lifespan: Callable[[], AbstractAsyncContextManager[None]]  # the host app enters it: a mount's never runs
 
 
@@ -30,7 +30,7 @@ def mount_mcp(core: Core, verify: VerifyAccessToken) -> McpMount:
     settings = core.settings
     resource = settings.base_url + MCP_PATH
     mcp = build_mcp(core)
-    transport = mcp.streamable_http_app(
+    mcp.streamable_http_app(  # makes the session manager; its Starlette app around it is not used
         streamable_http_path=MCP_PATH,
         transport_security=TransportSecuritySettings(
             allowed_hosts=allowed_hosts(settings.base_url, settings.mcp_allowed_hosts),
@@ -38,8 +38,10 @@ def mount_mcp(core: Core, verify: VerifyAccessToken) -> McpMount:
         ),
         max_request_body_size=4 * 1024 * 1024,
     )
+    # The host app routes /mcp here and has the error handling already: a second Starlette app
+    # (its own error middlewares, router and route) would only repeat them on every call.
     guarded = McpAuthGate(
-        transport,
+        mcp.session_manager.handle_request,
         verifier=GrantTokenVerifier(verify, issuer=settings.base_url),
         resource=resource,
         resource_metadata_url=f"{settings.base_url}/.well-known/oauth-protected-resource{MCP_PATH}",

@@ -108,12 +108,14 @@ class MetricsMiddleware:
         started = time.perf_counter()
         root = scope.get("root_path", "")
         status: int | None = None
+        route: str | None = None
 
         async def send_observed(message: Message) -> None:
-            nonlocal status
+            nonlocal status, route
             if message["type"] == "http.response.start":
                 status = message["status"]
-                route_template.set(template(scope, root))
+                route = template(scope, root)
+                route_template.set(route)
             await send(message)
 
         try:
@@ -124,7 +126,7 @@ class MetricsMiddleware:
         finally:
             if status is not None:  # else the caller left before any response: nothing was served
                 self.metrics.observe(
-                    template(scope, root), scope["method"], status, time.perf_counter() - started
+                    route or template(scope, root), scope["method"], status, time.perf_counter() - started
                 )
 
 

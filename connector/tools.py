@@ -128,7 +128,7 @@ def register_tools(mcp: MCPServer, core: Core, principal: PrincipalSource) -> No
         """List the user's paired devices (phone first), whether each can be reached now, and the
         phone's battery and charging state when it reported them."""
         listing = await core.run(device_list.list_devices, principal())
-        return outputs.DeviceListing(devices=[outputs.DeviceInfo(**d.model_dump()) for d in listing.devices])
+        return outputs.DeviceListing.model_validate(listing, from_attributes=True)
 
     @mcp.tool(title="Remind me", annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False))
     @core_tool

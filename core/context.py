@@ -60,9 +60,8 @@ T = TypeVar("T")
 
 @dataclass
 class Tx:
-    """One operation's view of the Core: a session inside one transaction, plus what it may use."""
+    """One operation's view of the Core: one transaction, plus what it may use."""
 
-    session: Session
     settings: Settings
     clock: Clock
     keys: ServerKeys
@@ -72,6 +71,16 @@ class Tx:
     web_push_enabled: bool = False
     events: list[Event] = field(default_factory=list)
     read_connection: Connection | None = None  # a quick read's connection, in its transaction
+    opened_session: Session | None = None  # the ORM session, once there is one
+
+    @property
+    def session(self) -> Session:
+        """The transaction's ORM session. A quick read gets one only if it asks (most read with
+        ``connection()`` alone, and a session costs more than their statement); it joins the
+        read's transaction."""
+        if self.opened_session is None:
+            self.opened_session = Session(bind=self.read_connection, expire_on_commit=False)
+        return self.opened_session
 
     def connection(self) -> Connection:
         """The transaction's connection, for statements run without the ORM."""
@@ -325,11 +334,16 @@ class Core:
         # The transaction is the connection's own (BEGIN … COMMIT, rolled back on any exception);
         # a session the operation may use joins it.
         try:
-            with connection.begin(), Session(bind=connection, expire_on_commit=False) as session:
-                tx = self._tx(session, connection)
-                result = op(tx, principal, *args, **kw)
-                if session.new or session.dirty or session.deleted:
-                    raise RuntimeError("a read-only operation changed rows")
+            with connection.begin():
+                tx = self._tx(read_connection=connection)
+                try:
+                    result = op(tx, principal, *args, **kw)
+                    session = tx.opened_session
+                    if session is not None and (session.new or session.dirty or session.deleted):
+                        raise RuntimeError("a read-only operation changed rows")
+                finally:
+                    if tx.opened_session is not None:
+                        tx.opened_session.close()
         except OperationalError as error:
             if getattr(error.orig, "sqlite_errorcode", None) == SQLITE_BUSY:
                 return None
@@ -350,9 +364,8 @@ class Core:
             connection.invalidate()  # not back to the pool: it does not wait when busy
             connection.close()
 
-    def _tx(self, session: Session, connection: Connection | None = None) -> Tx:
+    def _tx(self, session: Session | None = None, read_connection: Connection | None = None) -> Tx:
         return Tx(
-            session,
             self.settings,
             self.clock,
             self.keys,
@@ -360,7 +373,8 @@ class Core:
             self.push.can_reach,
             self.objects,
             web_push_enabled=self.push.webpush is not None,
-            read_connection=connection,
+            read_connection=read_connection,
+            opened_session=session,
         )
 
     def run_sync(self, op: SyncOp[P, T], principal: Principal, /, *args: P.args, **kw: P.kwargs) -> T:

@@ -7,6 +7,7 @@ from sqlalchemy import bindparam, exists, select
 
 from core.context import Core, Tx, quick_read
 from core.principal import SCOPE_DEVICES_READ, Principal, PrincipalKind
+from core.store.prepared import PreparedSelect
 from core.store.tables import Device, WebPushSubscriptionRow
 
 HOUR = 3600
@@ -33,7 +34,9 @@ async def list_devices(core: Core, principal: Principal) -> DeviceList:
     streaming = await core.streaming([summary.device_id for summary in rows])
     return DeviceList(
         devices=[
-            summary.model_copy(update={"reachable": summary.reachable or summary.device_id in streaming})
+            summary.model_copy(update={"reachable": True})
+            if not summary.reachable and summary.device_id in streaming
+            else summary
             for summary in rows
         ]
     )
@@ -43,27 +46,37 @@ async def list_devices(core: Core, principal: Principal) -> DeviceList:
 def account_devices(tx: Tx, principal: Principal) -> list[DeviceSummary]:
     if principal.kind is not PrincipalKind.DEVICE:
         principal.require_scope(SCOPE_DEVICES_READ)
-    rows = tx.connection().execute(_ACCOUNT_DEVICES, {"account_id": principal.account_id})
     return [
         DeviceSummary(
-            device_id=row.device_id,
-            name=row.name,
-            surface_kind=row.surface_kind,
-            reachable=bool(row.fcm_token) or row.web_push,
-            status_reported_at=row.status_reported_at,
-            last_seen_at=_coarse(row.surface_kind, row.last_seen_at),
-            battery_percent=row.battery_percent,
-            charging=row.charging,
+            device_id=device_id,
+            name=name,
+            surface_kind=surface_kind,
+            reachable=bool(fcm_token) or web_push,
+            status_reported_at=status_reported_at,
+            last_seen_at=_coarse(surface_kind, last_seen_at),
+            battery_percent=battery_percent,
+            charging=charging,
         )
-        for row in rows
+        for (
+            device_id,
+            name,
+            surface_kind,
+            fcm_token,
+            status_reported_at,
+            last_seen_at,
+            battery_percent,
+            charging,
+            web_push,
+        ) in _ACCOUNT_DEVICES.rows(tx.connection(), account_id=principal.account_id)
     ]
 
 
-# Built once: this read is what every list_devices call costs, and building a statement costs
-# more than running it. One statement: the devices, each with whether it has a web-push subscription.
+# Built once and run on the driver's cursor: this read is what every list_devices call costs, and
+# building a statement, or executing it through the engine, costs more than running it. One
+# statement: the devices, each with whether it has a web-push subscription.
 _DEVICE = Device.__table__  # type: ignore[attr-defined]
 _WEB_PUSH = WebPushSubscriptionRow.__table__  # type: ignore[attr-defined]
-_ACCOUNT_DEVICES = (
+_ACCOUNT_DEVICES = PreparedSelect(
     select(
         _DEVICE.c.device_id,
         _DEVICE.c.name,

@@ -8,7 +8,7 @@ import pytest
 
 from connector.logs import RedactSecrets, log_config
 from core.domain.secrets import new_device_credential, new_sender_token
-from core.redaction import redact
+from core.redaction import MAYBE_SECRET, redact
 
 
 def test_the_path_alias_is_redacted_whatever_the_token_looks_like() -> None:
@@ -31,6 +31,25 @@ def test_token_shaped_secrets_are_redacted_anywhere() -> None:
     text = redact(f"saw {token} and {credential} in a message")
     assert token not in text and credential not in text
     assert text == "saw [redacted] and [redacted] in a message"
+
+
+def test_the_quick_check_passes_over_only_text_with_nothing_to_redact() -> None:
+    secrets = [
+        new_sender_token(),
+        new_device_credential(),
+        "rfk_test_" + "A" * 32,
+        "rbd_" + "a" * 43,
+        *(f"rb{kind}_" + "b" * 43 for kind in "acr"),
+        "/v1/send/x",
+        "?signature=s",
+        "&X-Amz-Signature=s",
+        "?x-amz-credential=c",
+    ]
+    for secret in secrets:
+        assert MAYBE_SECRET.search(f"GET {secret} HTTP/1.1") is not None
+        assert redact(f"GET {secret} HTTP/1.1") != f"GET {secret} HTTP/1.1"
+    for plain in ("POST", "/mcp", "127.0.0.1:5555", "1.1", "/v1/devices?wait=20"):
+        assert redact(plain) is plain
 
 
 def test_uvicorns_access_log_record_is_redacted(caplog: pytest.LogCaptureFixture) -> None:

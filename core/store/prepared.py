@@ -1,0 +1,102 @@
+"""Prepared selects: a Core ``select`` compiled once per dialect and run on the driver's cursor.
+
+For the hottest reads (every MCP ``list_devices`` call is one): executing even a cached statement
+through SQLAlchemy — execution context, events, result wrapping — costs several times what the
+database spends on a lookup by index. Values still pass through each type's bind and result
+processors (a SQLite boolean comes back a ``bool``), a driver error is raised as SQLAlchemy's
+(``OperationalError``…, the connection invalidated on a disconnect), and the statement runs in
+the transaction the connection is in, as ``Connection.execute`` would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Dialect, Select, exc
+
+Processor = Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    sql: str
+    positions: tuple[str, ...] | None  # bind names in order, for a positional paramstyle
+    defaults: dict[str, Any]  # binds that carry their own value (``where(x == 5)``)
+    bind_processors: dict[str, Processor]
+    result_processors: tuple[Processor | None, ...] | None  # None: every value is used as it comes
+
+    @classmethod
+    def of(cls, statement: Select[Any], dialect: Dialect) -> _Compiled:
+        compiled = statement.compile(dialect=dialect)
+        binds = compiled.binds
+        if any(bind.expanding or bind.literal_execute for bind in binds.values()):
+            raise ValueError("a prepared select cannot have expanding (IN) or literal-execute parameters")
+        bind_processors: dict[str, Processor] = {
+            name: processor
+            for name, bind in binds.items()
+            if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
+        }
+        results = tuple(
+            column.type.dialect_impl(dialect).result_processor(dialect, None)
+            for column in statement.selected_columns
+        )
+        return cls(
+            sql=compiled.string,
+            positions=tuple(compiled.positiontup or ()) if compiled.positional else None,
+            defaults={name: bind.effective_value for name, bind in binds.items() if not bind.required},
+            bind_processors=bind_processors,
+            result_processors=results if any(results) else None,
+        )
+
+    def parameters(self, given: dict[str, Any]) -> Sequence[Any] | dict[str, Any]:
+        values = {**self.defaults, **given} if self.defaults else given
+        for name, processor in self.bind_processors.items():
+            values[name] = processor(values[name])
+        if self.positions is None:
+            return values
+        return [values[name] for name in self.positions]
+
+
+class PreparedSelect:
+    """``rows(connection, **params)``: the select's rows as tuples, in the order of its columns."""
+
+    def __init__(self, statement: Select[Any]) -> None:
+        self.statement = statement
+        self._compiled: dict[str, _Compiled] = {}  # by dialect name: one process, one engine or two
+
+    def rows(self, connection: Connection, **params: Any) -> list[tuple[Any, ...]]:
+        dialect = connection.dialect
+        compiled = self._compiled.get(dialect.name)
+        if compiled is None:
+            compiled = self._compiled[dialect.name] = _Compiled.of(self.statement, dialect)
+        parameters = compiled.parameters(params)
+        dbapi_connection = connection.connection
+        cursor = None
+        try:
+            cursor = dbapi_connection.cursor()
+            cursor.execute(compiled.sql, parameters)
+            rows: list[tuple[Any, ...]] = list(cursor.fetchall())
+        except dialect.loaded_dbapi.Error as error:
+            disconnected = dialect.is_disconnect(error, dbapi_connection, cursor)
+            if disconnected:
+                connection.invalidate(error)
+            raise exc.DBAPIError.instance(
+                compiled.sql,
+                parameters,
+                error,
+                dialect.loaded_dbapi.Error,
+                connection_invalidated=disconnected,
+                dialect=dialect,
+            ) from error
+        finally:
+            if cursor is not None:
+                cursor.close()
+        processors = compiled.result_processors
+        if processors is None:
+            return rows
+        return [
+            tuple(value if p is None else p(value) for p, value in zip(processors, row, strict=True))
+            for row in rows
+        ]
