@@ -18,7 +18,7 @@ from core.domain import payloads
 from core.domain.canonical import canonical_json
 from core.events import EnvelopeQueued, Published, PushRequested, device_topic
 from core.services.queue_wake import wake_message
-from core.store.driver_sql import DriverStatement
+from core.store.prepared import PreparedStatement
 from core.store.tables import Device, QueuedEnvelope, WebPushSubscriptionRow
 
 QUEUE_CAP = 200
@@ -57,19 +57,17 @@ def enqueue(
         )
     now = tx.now()
     connection = tx.session.connection()
-    prev = _LATEST.scalar(connection, {"recipient": recipient_device_id}) or 0
+    prev = _LATEST.scalar(connection, recipient=recipient_device_id) or 0
     seq = _INSERT.scalar(
         connection,
-        {
-            "recipient": recipient_device_id,
-            "sender": sender,
-            "type": type,
-            "blob": blob,
-            "created_at": now,
-            "expires_at": now + max(LIVE_GRACE_S, min(ttl_s, max_lifetime_s)),
-        },
+        recipient=recipient_device_id,
+        sender=sender,
+        type=type,
+        blob=blob,
+        created_at=now,
+        expires_at=now + max(LIVE_GRACE_S, min(ttl_s, max_lifetime_s)),
     )
-    _TRIM.rows(connection, {"recipient": recipient_device_id})
+    _TRIM.rows(connection, recipient=recipient_device_id)
     wake = wake_message(seq=int(seq), prev=int(prev), sender=sender, type=type, blob=blob)
     tx.emit(EnvelopeQueued(recipient_device_id, int(seq), wake))
     return int(seq)
@@ -78,7 +76,7 @@ def enqueue(
 # Built once and run on the driver's cursor: the queue is the hot path, and building statements
 # and SQLAlchemy's per-execution work cost more than running them.
 _QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
-_INSERT = DriverStatement(
+_INSERT = PreparedStatement(
     insert(_QUEUE)
     .values(
         recipient_device_id=bindparam("recipient"),
@@ -91,7 +89,7 @@ _INSERT = DriverStatement(
     .returning(_QUEUE.c.seq)
 )
 # The recipient's newest entry before this one: its streams know whether they missed anything.
-_LATEST = DriverStatement(
+_LATEST = PreparedStatement(
     select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
 )
 _OLDEST_KEPT = (
@@ -103,7 +101,7 @@ _OLDEST_KEPT = (
     .scalar_subquery()
 )
 # Keep the newest QUEUE_CAP entries: one DELETE below the cap's oldest survivor.
-_TRIM = DriverStatement(
+_TRIM = PreparedStatement(
     delete(_QUEUE).where(_QUEUE.c.recipient_device_id == bindparam("recipient"), _QUEUE.c.seq < _OLDEST_KEPT)
 )
 

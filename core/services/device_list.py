@@ -7,7 +7,7 @@ from sqlalchemy import bindparam, exists, select
 
 from core.context import Core, Tx, quick_read
 from core.principal import SCOPE_DEVICES_READ, Principal, PrincipalKind
-from core.store.prepared import PreparedSelect
+from core.store.prepared import PreparedStatement
 from core.store.tables import Device, WebPushSubscriptionRow
 
 HOUR = 3600
@@ -76,7 +76,7 @@ def account_devices(tx: Tx, principal: Principal) -> list[DeviceSummary]:
 # statement: the devices, each with whether it has a web-push subscription.
 _DEVICE = Device.__table__  # type: ignore[attr-defined]
 _WEB_PUSH = WebPushSubscriptionRow.__table__  # type: ignore[attr-defined]
-_ACCOUNT_DEVICES = PreparedSelect(
+_ACCOUNT_DEVICES = PreparedStatement(
     select(
         _DEVICE.c.device_id,
         _DEVICE.c.name,

@@ -25,7 +25,7 @@ from core.principal import Principal, PrincipalKind
 from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
 from core.services.devices import own_device
 from core.services.queue_wake import blob_text
-from core.store.driver_sql import DriverStatement
+from core.store.prepared import PreparedStatement
 from core.store.tables import Device, Pair, QueuedEnvelope
 
 # Envelope payload types a device may relay (the spec's table), and the sms family behind a flag.
@@ -79,7 +79,7 @@ class QueuePage(BaseModel):
 def relay_envelope(tx: Tx, principal: Principal, *, body: EnvelopeCreate) -> EnvelopeAccepted:
     """Queue an opaque envelope for a paired device and push it to a phone."""
     sender_id = principal.require_device()
-    found = _SENDER_AND_RECIPIENT.rows(tx.session.connection(), {"sender": sender_id, "to": body.to})
+    found = _SENDER_AND_RECIPIENT.rows(tx.connection(), sender=sender_id, to=body.to)
     if not found:
         raise RelayError("invalid_token")  # the sending device is gone
     recipient, recipient_kind = found[0]
@@ -106,7 +106,7 @@ def relay_envelope(tx: Tx, principal: Principal, *, body: EnvelopeCreate) -> Env
 _SENDER = Device.__table__.alias("sender")  # type: ignore[attr-defined]
 _RECIPIENT = Device.__table__.alias("recipient")  # type: ignore[attr-defined]
 _PAIR = Pair.__table__  # type: ignore[attr-defined]
-_SENDER_AND_RECIPIENT = DriverStatement(
+_SENDER_AND_RECIPIENT = PreparedStatement(
     sql.select(_RECIPIENT.c.device_id.label("recipient"), _RECIPIENT.c.surface_kind)
     .select_from(_SENDER)
     .outerjoin(

@@ -1,16 +1,34 @@
-"""A prepared select answers what ``Connection.execute`` of its statement answers, on each backend:
+"""A prepared statement answers what ``Connection.execute`` of its statement answers, on each backend:
 the same rows in the same order, values through their types (booleans are bools), parameters
 given or carried by the statement, and a driver error raised as SQLAlchemy's."""
 
 from __future__ import annotations
 
-import pytest
-from sqlalchemy import Engine, bindparam, exists, select, text
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from collections.abc import Iterator
 
-from core.store.prepared import PreparedSelect
+import pytest
+from sqlalchemy import (
+    Column,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    text,
+)
+from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
+
+from core.availability import as_unavailable
+from core.store.database import make_engine
+from core.store.prepared import PreparedStatement
 from core.store.tables import Account, Device, WebPushSubscriptionRow
 
+SECRET = "do-not-echo-this-parameter"
 DEVICE = Device.__table__  # type: ignore[attr-defined]
 WEB_PUSH = WebPushSubscriptionRow.__table__  # type: ignore[attr-defined]
 ACCOUNT = Account.__table__  # type: ignore[attr-defined]
@@ -49,7 +67,7 @@ STATEMENT = (
 
 def test_rows_are_those_the_engine_answers_with_typed_values(engine: Engine) -> None:
     add_devices(engine)
-    prepared = PreparedSelect(STATEMENT)
+    prepared = PreparedStatement(STATEMENT)
     with engine.connect() as connection, connection.begin():
         expected = [tuple(row) for row in connection.execute(STATEMENT, {"account_id": "acc-1"})]
         rows = prepared.rows(connection, account_id="acc-1")
@@ -60,29 +78,87 @@ def test_rows_are_those_the_engine_answers_with_typed_values(engine: Engine) -> 
 
 def test_a_value_the_statement_carries_needs_no_parameter(engine: Engine) -> None:
     add_devices(engine)
-    prepared = PreparedSelect(select(DEVICE.c.device_id).where(DEVICE.c.account_id == "acc-2"))
+    prepared = PreparedStatement(select(DEVICE.c.device_id).where(DEVICE.c.account_id == "acc-2"))
     with engine.connect() as connection, connection.begin():
         assert prepared.rows(connection) == [("dev-2",)]
 
 
 def test_it_reads_inside_the_connections_transaction(engine: Engine) -> None:
     add_devices(engine)
-    prepared = PreparedSelect(STATEMENT)
+    prepared = PreparedStatement(STATEMENT)
     with engine.connect() as connection, connection.begin() as transaction:
         connection.execute(DEVICE.delete().where(DEVICE.c.device_id == "dev-0"))
         assert prepared.rows(connection, account_id="acc-1") == [("dev-1", None, False)]
         transaction.rollback()
 
 
-def test_a_driver_error_is_raised_as_sqlalchemys(engine: Engine) -> None:
-    prepared = PreparedSelect(STATEMENT)
+def test_a_driver_error_is_raised_as_sqlalchemys_without_its_parameters(engine: Engine) -> None:
+    prepared = PreparedStatement(STATEMENT)
     with engine.connect() as connection, connection.begin():
         connection.execute(text("DROP TABLE web_push_subscriptions"))
-        with pytest.raises((OperationalError, ProgrammingError)):  # SQLite says operational
-            prepared.rows(connection, account_id="acc-1")
+        with pytest.raises((OperationalError, ProgrammingError)) as raised:  # SQLite says operational
+            prepared.rows(connection, account_id=SECRET)
+    assert SECRET not in str(raised.value)
+    assert not raised.value.connection_invalidated
 
 
 def test_expanding_parameters_are_refused(engine: Engine) -> None:
-    prepared = PreparedSelect(select(DEVICE.c.device_id).where(DEVICE.c.device_id.in_(["a", "b"])))
+    prepared = PreparedStatement(select(DEVICE.c.device_id).where(DEVICE.c.device_id.in_(["a", "b"])))
     with engine.connect() as connection, pytest.raises(ValueError, match="expanding"):
         prepared.rows(connection)
+
+
+@pytest.fixture
+def probe(engine: Engine) -> Iterator[Table]:
+    """A scratch table with three rows."""
+    table = Table("driver_sql_probe", MetaData(), Column("name", String), Column("number", Integer))
+    table.create(engine)
+    with engine.begin() as connection:
+        connection.execute(table.insert(), [{"name": n, "number": i} for i, n in enumerate("abc")])
+    yield table
+    table.drop(engine)
+
+
+def test_a_parameter_used_twice_and_a_literal_limit(engine: Engine, probe: Table) -> None:
+    statement = (
+        select(probe.c.name, probe.c.number)
+        .where(or_(probe.c.name == bindparam("first"), probe.c.name == bindparam("second")))
+        .where(probe.c.number != bindparam("first_number"), probe.c.name != bindparam("first"))  # again
+        .order_by(probe.c.number.desc())
+        .limit(5)  # a literal LIMIT compiles into a parameter of its own
+    )
+    params = {"first": "a", "second": "c", "first_number": 0}
+    with engine.begin() as connection:
+        expected = [tuple(row) for row in connection.execute(statement, params)]
+        assert PreparedStatement(statement).rows(connection, **params) == expected == [("c", 2)]
+        assert PreparedStatement(statement).scalar(connection, **params) == "c"
+        assert PreparedStatement(statement).rows(connection, **{**params, "second": "z"}) == []
+
+
+def test_an_insert_runs_inside_the_callers_transaction(engine: Engine, probe: Table) -> None:
+    insert = PreparedStatement(probe.insert().values(name=bindparam("name"), number=bindparam("number")))
+    count = PreparedStatement(select(func.count()).select_from(probe))
+    with engine.connect() as connection:
+        with connection.begin() as transaction:
+            assert insert.rows(connection, name="d", number=3) == []
+            assert count.scalar(connection) == 4
+            transaction.rollback()
+        with connection.begin():
+            assert count.scalar(connection) == 3
+
+
+def test_a_lost_connection_is_invalidated_and_means_unavailable(postgres_database: str) -> None:
+    engine = make_engine(postgres_database)  # a SQLite file has no connection to lose
+    with engine.connect() as killer, engine.connect() as victim:
+        pid = victim.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        victim.rollback()
+        killer.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        killer.commit()
+        with pytest.raises(DBAPIError) as raised:
+            PreparedStatement(select(bindparam("value"))).rows(victim, value=SECRET)
+        assert raised.value.connection_invalidated
+        assert victim.invalidated
+        unavailable = as_unavailable(raised.value)
+        assert unavailable is not None and unavailable.code == "unavailable"
+    engine.dispose()
+    assert SECRET not in str(raised.value)
