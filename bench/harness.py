@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 RAISED_LIMIT = 1_000_000_000  # a rate limit raised for the run
 SEND_CLASS_LIMITS = (  # what limits sending: per token, per receiver, per client address
@@ -289,3 +289,22 @@ def describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
+
+
+def serve_like_relaybox(app: Any, sock: socket.socket, **options: Any) -> None:
+    """Serve a benchmark's bare app on ``sock`` the way ``relaybox serve`` serves relaybox: uvicorn's
+    default loop and HTTP implementation, the access log on, proxy headers, and the collector tuned
+    once serving (``connector.serve.tune_collector``)."""
+    import uvicorn
+
+    from connector.serve import tune_collector
+
+    class ServedLikeRelaybox(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            tune_collector()
+
+    config = uvicorn.Config(
+        app, log_level="info", access_log=True, proxy_headers=True, timeout_graceful_shutdown=3, **options
+    )
+    ServedLikeRelaybox(config).run(sockets=[sock])

@@ -4,7 +4,7 @@
 
 Two servers run side by side, each a subprocess served the same way: one Python process, uvicorn
 with its default ("auto": uvloop + httptools) loop and HTTP implementation, ``proxy_headers``, the
-access log ON (to a file), ``gc.freeze()`` after start-up, as ``relaybox serve`` runs:
+access log ON (to a file), the collector tuned after start-up, as ``relaybox serve`` runs:
 
 - relaybox: ``python -m connector.cli serve --port 0`` with SQLite in a temporary data dir. A virtual
   phone registers over HTTP and completes the connector's OAuth flow (client registration, consent
@@ -42,13 +42,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import gc
 import hashlib
 import json
 import os
 import re
 import secrets
-import socket
 import sys
 import tempfile
 import time
@@ -72,6 +70,7 @@ from harness import (
     free_socket,
     relaybox_command,
     remove_work_dir,
+    serve_like_relaybox,
     start_server,
     stop_on_sigterm,
     stop_servers,
@@ -103,7 +102,6 @@ CLIENT_INFO = {"name": "relaybox-bench", "version": "1.0.0"}
 
 def serve_baseline() -> int:
     """Serve a bare ``list_devices`` tool at ``/mcp`` on a free port, the way relaybox is served."""
-    import uvicorn
     from mcp.server import MCPServer
     from mcp.server.transport_security import TransportSecuritySettings
     from mcp.types import ToolAnnotations
@@ -134,21 +132,7 @@ def serve_baseline() -> int:
         streamable_http_path="/mcp", transport_security=security, max_request_body_size=4 * 1024 * 1024
     )
     print(f"{BASELINE_LISTENING}{url}", flush=True)
-    config = uvicorn.Config(
-        app,
-        log_level="info",
-        access_log=True,
-        proxy_headers=True,
-        timeout_graceful_shutdown=3,
-        timeout_keep_alive=30,
-    )
-
-    class FrozenServer(uvicorn.Server):  # as connector.serve.AnnouncingServer does
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            gc.freeze()
-
-    FrozenServer(config).run(sockets=[sock])
+    serve_like_relaybox(app, sock, timeout_keep_alive=30)
     return 0
 
 

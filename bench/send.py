@@ -81,6 +81,7 @@ from harness import (
     raised_limits,
     relaybox_command,
     remove_work_dir,
+    serve_like_relaybox,
     start_server,
     stop_on_sigterm,
     stop_servers,
@@ -108,15 +109,10 @@ async def bare(request: Request) -> JSONResponse:
 
 def serve_baseline() -> int:
     """Serve ``POST /bare`` on a free port the way ``connector.serve`` serves relaybox."""
-    import uvicorn
-
     sock = free_socket()
     print(f"{BASELINE_LISTENING}http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     app = Starlette(routes=[Route("/bare", bare, methods=["POST"])])
-    config = uvicorn.Config(
-        app, log_level="info", access_log=True, proxy_headers=True, timeout_graceful_shutdown=3
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    serve_like_relaybox(app, sock)
     return 0
 
 

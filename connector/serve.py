@@ -27,6 +27,15 @@ from core.settings import Settings
 # at most is a few MB.
 GC_THRESHOLDS = (20_000, 10, 10)
 
+
+def tune_collector() -> None:
+    """Once serving: everything built at start-up lives as long as the process, so it leaves the
+    collector's passes (which otherwise stall every request for longer as streams and waiting polls
+    pile up), and the young generation is collected every ``GC_THRESHOLDS[0]`` allocations. The
+    benchmarks' bare servers call it too, so that both sides are served the same way."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
 log = logging.getLogger("relaybox")
 
 
@@ -76,11 +85,7 @@ class AnnouncingServer(uvicorn.Server):
         await super().startup(sockets)
         if self.should_exit:
             return
-        # Everything built at start-up lives as long as the process: keep it out of the collector's
-        # full passes, which otherwise stall every request for longer as waiting polls pile up; and
-        # make those passes rare (GC_THRESHOLDS).
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
+        tune_collector()
         if self.announce_as_json:  # a log line like every other: no hints for a terminal
             log.info(f"relaybox is listening on {self.url}", extra={"url": self.url})
             return
