@@ -36,6 +36,7 @@ def tune_collector() -> None:
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
 
+
 log = logging.getLogger("relaybox")
 
 
