@@ -30,6 +30,20 @@ def unavailable(what: str, error: BaseException) -> None:
     pytest.skip(message + "; set RELAYBOX_REQUIRE_SERVICES=1 to make this an error")
 
 
+def require_redis() -> str:
+    """The test Redis's URL once it answers PING; otherwise a skip (a failure in CI)."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        unavailable("Redis", error)
+    finally:
+        client.close()
+    return REDIS_URL
+
+
 @contextmanager
 def fresh_postgres_database() -> Iterator[str]:
     """A new, empty database on the machine's PostgreSQL (its URL), dropped afterwards."""

@@ -26,7 +26,7 @@ from core.context import Core
 from core.domain.secrets import new_sender_token
 from core.settings import explicit_settings
 from tests.helpers import create_token, register_phone
-from tests.services import REDIS_URL, unavailable
+from tests.services import require_redis
 from tests.sse import events
 
 UNREACHABLE_DATABASE = "postgresql://relaybox:hunter2-secret@127.0.0.1:1/relaybox"  # nothing listens
@@ -98,15 +98,7 @@ def redis_core(tmp_path: Path, redis_url: str) -> Core:
 
 @pytest.mark.redis
 def test_readyz_pings_the_configured_redis(tmp_path: Path) -> None:
-    redis = pytest.importorskip("redis")
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        unavailable("Redis", error)
-    finally:
-        client.close()
-    core = redis_core(tmp_path, REDIS_URL)
+    core = redis_core(tmp_path, require_redis())
     assert set(core.readiness_probes) == {"database", "redis"}
     with TestClient(create_app(core=core)) as http:
         response = http.get("/readyz")

@@ -5,22 +5,14 @@ from __future__ import annotations
 import secrets
 
 import pytest
-import redis
 
-from tests.services import REDIS_URL, unavailable
+from tests.services import require_redis
 
 
 @pytest.fixture
 def redis_url() -> str:
     """The test Redis, or a skip (a failure under RELAYBOX_REQUIRE_SERVICES=1)."""
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        unavailable("Redis", error)
-    finally:
-        client.close()
-    return REDIS_URL
+    return require_redis()
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ from core.services.consent import consent_topic
 from tests.e2e.conftest import TRACEBACK, RelayboxServer, free_port
 from tests.helpers import FakeDevice, create_token, register_phone, start_pairing
 from tests.oauth import flow
-from tests.services import REDIS_URL, fresh_postgres_database, unavailable
+from tests.services import REDIS_URL, fresh_postgres_database, require_redis
 from tests.sse import events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis, pytest.mark.anyio]
@@ -66,13 +66,7 @@ def anyio_backend() -> str:
 def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
     """Two replicas, started together on an empty database (so they also migrate it together)."""
     namespace = f"relaybox-e2e-{secrets.token_hex(6)}"
-    probe = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        probe.ping()
-    except redis.RedisError as error:
-        unavailable("Redis", error)
-    finally:
-        probe.close()
+    require_redis()
     with fresh_postgres_database() as database_url:
         env = {
             "RELAYBOX_DATABASE_URL": database_url,
