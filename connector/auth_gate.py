@@ -7,6 +7,8 @@ same terms (``scope["user"]`` is the SDK's ``AuthenticatedUser``, ``get_access_t
 the tools), without building a Starlette request per call: /mcp is the hot path of the connector.
 Header values are stripped of surrounding spaces and tabs on the way (RFC 9110 §5.5): uvicorn's
 httptools parser keeps trailing whitespace, and the SDK compares ``Mcp-Name`` with the body as is.
+The body is read (at most 4 MiB) only when the grant lacks some tool's scope: a grant holding them
+all may call any tool, and the transport caps its bodies itself.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from connector.tools import TOOL_SCOPES
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+# A grant that holds every tool's scope can call any tool: its bodies are not read here (the
+# transport then caps their size itself, at the same 4 MiB).
+_TOOL_SCOPES = frozenset(TOOL_SCOPES.values())
 _TOO_LARGE = 'error="invalid_request", error_description="body too large"'
 
 
@@ -59,7 +64,7 @@ class McpAuthGate:
             await self._challenge(send, 401, f'error="invalid_token", scope="{self.base_scopes}"')
             return
         scope["user"], scope["auth"] = user, AuthCredentials(user.scopes)
-        if scope["method"] == "POST":
+        if scope["method"] == "POST" and not _TOOL_SCOPES.issubset(user.scopes):
             body = await _read_body(receive)
             if body is None:
                 await self._challenge(

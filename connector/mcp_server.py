@@ -6,6 +6,7 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 
 from connector.tools import PrincipalSource, register_tools
+from connector.verifier import GrantAccessToken
 from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
@@ -27,12 +28,6 @@ def build_mcp(core: Core, principal: PrincipalSource | None = None) -> MCPServer
 def principal_from_access_token() -> Principal:
     """The connector grant behind the request's verified access token (set by the auth gate)."""
     token = get_access_token()
-    claims = token.claims if token is not None else None
-    if token is None or not claims or "account_id" not in claims:
+    if not isinstance(token, GrantAccessToken):
         raise RelayError("invalid_token")
-    return Principal.connector_grant(
-        account_id=str(claims["account_id"]),
-        client_id=token.client_id,
-        grant_id=str(claims["grant_id"]),
-        scopes=frozenset(token.scopes),
-    )
+    return token.principal

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from mcp.server.auth.provider import AccessToken
+from pydantic import ConfigDict, Field
 
 from core.principal import Principal
 
@@ -31,6 +32,14 @@ VerifyAccessToken = Callable[[str], Awaitable[Verified | None]]
 
 
 MEMO_SIZE = 1024
+
+
+class GrantAccessToken(AccessToken):
+    """The SDK's ``AccessToken`` with the connector grant's principal as verified, so that a tool
+    reads it rather than rebuilding it from the claims on every call."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    principal: Principal = Field(exclude=True)
 
 
 class GrantTokenVerifier:
@@ -59,9 +68,9 @@ class GrantTokenVerifier:
         self._made[token] = (verified, access_token)
         return access_token
 
-    def _access_token(self, token: str, verified: Verified) -> AccessToken:
+    def _access_token(self, token: str, verified: Verified) -> GrantAccessToken:
         grant = verified.principal
-        return AccessToken(
+        return GrantAccessToken(
             token=token,
             client_id=verified.client_id,
             scopes=sorted(grant.scopes),
@@ -69,4 +78,5 @@ class GrantTokenVerifier:
             resource=verified.resource,
             subject=grant.account_id,
             claims={"iss": self._issuer, "account_id": grant.account_id, "grant_id": grant.grant_id},
+            principal=grant,
         )

@@ -7,6 +7,7 @@ import time
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import httpx2
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
@@ -22,15 +23,16 @@ from tests.oauth.test_revocation import revoke
 MODERN = "2026-07-28"
 
 
-def mcp_status(client: TestClient, token: str) -> int:
-    """A stateless (2026-07-28) ``list_devices`` call's status; 200 only with the tool's result."""
-    headers = {
+def modern_call(client: TestClient, token: str, headers: dict[str, str] | None = None) -> httpx2.Response:
+    """A stateless (2026-07-28) ``list_devices`` call with ``token``."""
+    sent = {
         "Accept": "application/json, text/event-stream",
         "Authorization": f"Bearer {token}",
         "Host": urlsplit(cast(Starlette, client.app).state.core.settings.base_url).netloc,
         "MCP-Protocol-Version": MODERN,
         "Mcp-Method": "tools/call",
         "Mcp-Name": "list_devices",
+        **(headers or {}),
     }
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -39,7 +41,12 @@ def mcp_status(client: TestClient, token: str) -> int:
     }
     body = call("list_devices")
     body["params"]["_meta"] = meta
-    response = client.post("/mcp", json=body, headers=headers)
+    return client.post("/mcp", json=body, headers=sent)
+
+
+def mcp_status(client: TestClient, token: str) -> int:
+    """A stateless ``list_devices`` call's status; 200 only with the tool's result."""
+    response = modern_call(client, token)
     if response.status_code == 200:
         assert '"devices"' in response.text and '"isError":true' not in response.text, response.text
     return response.status_code
