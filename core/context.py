@@ -24,7 +24,6 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.lowlevel import EventLoopToken
 from sqlalchemy import Connection, Engine, text
-from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from core.adapters.fanout.base import Fanout
@@ -47,10 +46,11 @@ from core.events import (
     device_topic,
 )
 from core.group_commit import GroupCommitter, Write, is_group_commit
+from core.loop_reader import LoopReader
 from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
-from core.store.database import READ_ONLY, checkpoint, session_scope
+from core.store.database import checkpoint, session_scope
 
 log = logging.getLogger("relaybox.core")
 
@@ -106,7 +106,6 @@ def read_only(op: F) -> F:
 
 QUICK_READ_MARK = "__relaybox_quick_read__"
 CHECKPOINT_INTERVAL_S = 1.0
-SQLITE_BUSY = 5
 
 
 def quick_read(op: F) -> F:
@@ -158,13 +157,9 @@ class Core:
         self._stop_scopes: set[anyio.CancelScope] = set()
         self._loop: tuple[int, EventLoopToken] | None = None  # (thread id, token) while running
         # Quick reads on the event loop: only a SQLite file (an in-memory database shares its one
-        # connection with the worker threads); the connection is opened once, on a worker thread.
-        self._reads_on_loop = engine.dialect.name == "sqlite" and engine.url.database not in (
-            None,
-            "",
-            ":memory:",
-        )
-        self._loop_reader: Connection | None = None
+        # connection with the worker threads).
+        on_file = engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:")
+        self.loop_reader = LoopReader(engine) if on_file else None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Core:
@@ -175,7 +170,7 @@ class Core:
         self._tasks.start_soon(self.credentials.follow, self.fanout)
         if self._group is not None:
             self._tasks.start_soon(self._group.write_forever)
-        if self._reads_on_loop:  # a SQLite file
+        if self.loop_reader is not None:  # a SQLite file
             self._tasks.start_soon(self._checkpoint_forever)
         return self
 
@@ -188,7 +183,8 @@ class Core:
         await self.push.aclose()
         await self.fanout.aclose()
         self.limiter.close()
-        self._close_loop_reader()
+        if self.loop_reader is not None:
+            self.loop_reader.close()
         self.engine.dispose()
         self._loop = None
 
@@ -309,7 +305,7 @@ class Core:
         return result
 
     def _on_loop(self, op: Callable[..., Any]) -> bool:
-        return self._reads_on_loop and getattr(op, QUICK_READ_MARK, False) and self._in_loop()
+        return self.loop_reader is not None and getattr(op, QUICK_READ_MARK, False) and self._in_loop()
 
     def _in_loop(self) -> bool:
         """Called from the event loop the Core runs in (not another loop, not a worker thread)."""
@@ -319,50 +315,27 @@ class Core:
         self, op: Callable[..., T], principal: Principal, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> tuple[T, list[Event]] | None:
         """Run a quick read on the loop's own connection; ``None`` when the database is busy (the
-        caller then runs it on a worker thread, where waiting for the lock blocks nothing else)."""
-        if self._loop_reader is None:
-            reader = await anyio.to_thread.run_sync(self._open_loop_reader)
-            if self._loop_reader is not None or self._loop is None:  # opened meanwhile, or stopped
-                reader.invalidate()
-                reader.close()
-            else:
-                self._loop_reader = reader
-        connection = self._loop_reader
-        if connection is None:
+        caller then runs it on a worker thread) or the Core stopped while the connection opened."""
+        assert self.loop_reader is not None
+        connection = await self.loop_reader.connection()
+        if self._loop is None:
+            self.loop_reader.close()
             return None
-        # Nothing awaits in here, so no other task uses the connection until the transaction ends.
-        # The transaction is the connection's own (BEGIN … COMMIT, rolled back on any exception);
-        # a session the operation may use joins it.
-        try:
-            with connection.begin():
-                tx = self._tx(read_connection=connection)
-                try:
-                    result = op(tx, principal, *args, **kw)
-                    session = tx.opened_session
-                    if session is not None and (session.new or session.dirty or session.deleted):
-                        raise RuntimeError("a read-only operation changed rows")
-                finally:
-                    if tx.opened_session is not None:
-                        tx.opened_session.close()
-        except OperationalError as error:
-            if getattr(error.orig, "sqlite_errorcode", None) == SQLITE_BUSY:
-                return None
-            self._close_loop_reader()  # opened afresh by the next quick read
-            raise
-        return result, tx.events
+        tx = self._tx(read_connection=connection)
 
-    def _open_loop_reader(self) -> Connection:
-        connection = self.engine.connect().execution_options(**{READ_ONLY: True})
-        with connection.begin():
-            # Busy means "run it on a worker thread", never "wait here, blocking the loop".
-            connection.exec_driver_sql("PRAGMA busy_timeout=0")
-        return connection
+        def run() -> T:
+            try:
+                result = op(tx, principal, *args, **kw)
+                session = tx.opened_session
+                if session is not None and (session.new or session.dirty or session.deleted):
+                    raise RuntimeError("a read-only operation changed rows")
+                return result
+            finally:
+                if tx.opened_session is not None:
+                    tx.opened_session.close()
 
-    def _close_loop_reader(self) -> None:
-        connection, self._loop_reader = self._loop_reader, None
-        if connection is not None:
-            connection.invalidate()  # not back to the pool: it does not wait when busy
-            connection.close()
+        done, result = self.loop_reader.read(connection, run)
+        return (result, tx.events) if done else None
 
     def _tx(self, session: Session | None = None, read_connection: Connection | None = None) -> Tx:
         return Tx(

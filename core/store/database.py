@@ -54,8 +54,11 @@ def make_engine(url: str) -> Engine:
         # would deadlock. Read-only operations start deferred and never wait for a writer (WAL).
         if connection.get_execution_options().get(READ_ONLY):
             # A deferred BEGIN takes no lock and so cannot be busy: straight to the driver, which
-            # costs a fraction of a statement through the engine (every quick read pays it).
-            connection.connection.driver_connection.execute("BEGIN")
+            # costs a fraction of a statement through the engine. A quick read has begun on the
+            # driver already (``core.loop_reader``): SQLAlchemy's transaction then joins it.
+            driver = connection.connection.driver_connection
+            if not driver.in_transaction:
+                driver.execute("BEGIN")
         else:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 

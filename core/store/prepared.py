@@ -84,18 +84,7 @@ class PreparedStatement:
             cursor.execute(compiled.sql, parameters)
             rows: list[tuple[Any, ...]] = list(cursor.fetchall()) if cursor.description is not None else []
         except dialect.loaded_dbapi.Error as error:
-            disconnected = dialect.is_disconnect(error, dbapi_connection, cursor)
-            if disconnected:
-                connection.invalidate(error)
-            raise exc.DBAPIError.instance(
-                compiled.sql,
-                parameters,
-                error,
-                dialect.loaded_dbapi.Error,
-                hide_parameters=True,
-                connection_invalidated=disconnected,
-                dialect=dialect,
-            ) from error
+            raise driver_error(connection, compiled.sql, parameters, error, cursor) from error
         finally:
             if cursor is not None:
                 cursor.close()
@@ -111,3 +100,24 @@ class PreparedStatement:
         """The first column of the first row, or None when there is no row."""
         found = self.rows(connection, **params)
         return found[0][0] if found else None
+
+
+def driver_error(
+    connection: Connection, statement: str, parameters: Any, error: Any, cursor: Any = None
+) -> exc.StatementError:
+    """A driver's ``error`` as SQLAlchemy would raise it (``OperationalError``…, parameters hidden),
+    the connection invalidated first when the error says it is gone."""
+    dialect = connection.dialect
+    disconnected = dialect.is_disconnect(error, connection.connection, cursor)
+    if disconnected:
+        connection.invalidate(error)
+    wrapped: exc.StatementError = exc.DBAPIError.instance(
+        statement,
+        parameters,
+        error,
+        dialect.loaded_dbapi.Error,
+        hide_parameters=True,
+        connection_invalidated=disconnected,
+        dialect=dialect,
+    )
+    return wrapped

@@ -9,16 +9,19 @@ import sqlite3
 import threading
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
 
-from core.context import SQLITE_BUSY, Core, Tx, quick_read
+from core.context import Core, Tx, quick_read
 from core.domain.keys import generate_keypair
 from core.errors import RelayError
+from core.loop_reader import SQLITE_BUSY, sqlite_driver
 from core.principal import Principal
 from core.services.auth import Accept, authenticate
 from core.services.device_list import list_devices
 from core.services.devices import DeviceCreate, register_phone
+from core.store.prepared import PreparedStatement
+from core.store.tables import Device
 
 pytestmark = pytest.mark.anyio
 
@@ -31,6 +34,16 @@ def on_loop_expected(core: Core) -> bool:
 def where_and_count(tx: Tx, principal: Principal) -> tuple[int, int, bool]:
     count = tx.connection().execute(text("SELECT count(*) FROM devices")).scalar_one()
     return threading.get_ident(), count, tx.connection().in_transaction()
+
+
+def assert_no_snapshot_held(core: Core) -> None:
+    """Between reads the loop's connection is in no transaction, neither SQLAlchemy's nor the driver's."""
+    reader = core.loop_reader
+    if reader is not None and reader.is_open:
+        connection = reader._connection
+        assert connection is not None
+        assert not connection.in_transaction()
+        assert not sqlite_driver(connection).in_transaction
 
 
 async def phone(core: Core, ip: str) -> Principal:
@@ -55,15 +68,13 @@ async def test_a_quick_read_runs_on_the_loop_and_sees_every_commit(running: Core
     assert after == before + 1
     listing = await running.run(list_devices, first)
     assert [d.device_id for d in listing.devices] == [first.device_id]
-    if running._loop_reader is not None:
-        assert not running._loop_reader.in_transaction()  # no snapshot held between reads
+    assert_no_snapshot_held(running)
 
 
 async def test_a_failing_quick_read_rolls_back_and_the_next_one_works(running: Core) -> None:
     with pytest.raises(RelayError):
         await running.run(list_devices, Principal.anonymous("10.9.0.3"))
-    if running._loop_reader is not None:
-        assert not running._loop_reader.in_transaction()
+    assert_no_snapshot_held(running)
     _, count, _ = await running.run(where_and_count, Principal.system())
     assert count == 0
 
@@ -84,11 +95,60 @@ async def test_a_busy_database_sends_a_quick_read_to_a_worker_thread(running: Co
     assert await running.run(busy_on_the_loop, Principal.system()) == 1
     assert tries[-1] != loop_thread
     assert len(tries) == (2 if on_loop_expected(running) else 1)
-    if running._loop_reader is not None:
-        assert not running._loop_reader.in_transaction()
+    assert_no_snapshot_held(running)
 
 
 async def test_without_a_running_core_a_quick_read_runs_on_a_worker_thread(core: Core) -> None:
     thread, _, _ = await core.run(where_and_count, Principal.system())
     assert thread != threading.get_ident()
-    assert core._loop_reader is None
+    assert core.loop_reader is None or not core.loop_reader.is_open
+
+
+COUNT_DEVICES = PreparedStatement(select(func.count()).select_from(Device.__table__))  # type: ignore[attr-defined]
+
+
+async def test_a_quick_read_sees_one_snapshot_across_its_statements(running: Core) -> None:
+    """On a SQLite file its statements share one transaction begun on the driver: a phone
+    registered (and committed) between two of them is not seen by the second."""
+    if not on_loop_expected(running):
+        pytest.skip("PostgreSQL reads at READ COMMITTED: each statement sees the latest commits")
+    await phone(running, "10.9.0.4")
+    committed_between = threading.Event()
+
+    def register_meanwhile() -> None:
+        running.run_sync(
+            register_phone,
+            Principal.anonymous("10.9.0.5"),
+            body=DeviceCreate(public_key=base64.b64encode(generate_keypair()[1]).decode()),
+        )
+        committed_between.set()
+
+    @quick_read
+    def count_twice(tx: Tx, principal: Principal) -> tuple[int, int]:
+        first = int(COUNT_DEVICES.scalar(tx.connection()))  # on the driver's cursor
+        writer = threading.Thread(target=register_meanwhile)
+        writer.start()
+        writer.join(timeout=10)
+        assert committed_between.is_set()
+        second = tx.session.connection().execute(text("SELECT count(*) FROM devices")).scalar_one()
+        return first, second
+
+    first, second = await running.run(count_twice, Principal.system())
+    assert first == second == 1
+    _, now, _ = await running.run(where_and_count, Principal.system())
+    assert now == 2
+    assert_no_snapshot_held(running)
+
+
+async def test_a_quick_read_through_the_orm_session_ends_its_transaction(running: Core) -> None:
+    registered = await phone(running, "10.9.0.6")
+
+    @quick_read
+    def device_name(tx: Tx, principal: Principal) -> str | None:
+        device = tx.session.get(Device, registered.device_id)
+        return device.name if device is not None else None
+
+    assert await running.run(device_name, Principal.system()) is not None
+    assert_no_snapshot_held(running)
+    listing = await running.run(list_devices, registered)  # the kept connection still serves
+    assert [d.device_id for d in listing.devices] == [registered.device_id]

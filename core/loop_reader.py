@@ -1,0 +1,109 @@
+"""The connection ``@quick_read`` operations run on, on the event loop itself (SQLite files only).
+
+A WAL reader never waits for a writer, so a read of a few rows by index costs less on the loop than
+the hop to a worker thread and back. The connection is opened once, on a worker thread, and kept;
+nothing awaits while a read runs, so no other task uses it meanwhile.
+
+Each read is one transaction begun and ended on the driver: a deferred ``BEGIN`` takes no lock and
+so cannot be busy, and SQLAlchemy's own transaction bookkeeping costs several times the statement
+a quick read runs. A read that runs statements through SQLAlchemy (``tx.connection().execute`` or
+the ORM session) still works: SQLAlchemy's transaction joins the driver's (the engine's ``begin``
+hook sees one open and issues nothing) and is ended through SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import OperationalError
+
+from core.store.database import READ_ONLY
+from core.store.prepared import driver_error
+
+SQLITE_BUSY = 5
+
+
+class LoopReader:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._connection: Connection | None = None
+
+    async def connection(self) -> Connection:
+        """The kept connection, opened on a worker thread the first time."""
+        if self._connection is None:
+            opened = await anyio.to_thread.run_sync(self._open)
+            if self._connection is None:
+                self._connection = opened
+            else:  # another read opened one meanwhile
+                opened.invalidate()
+                opened.close()
+        return self._connection
+
+    def read(self, connection: Connection, run: Callable[[], Any]) -> tuple[bool, Any]:
+        """``(True, run())`` with ``run`` inside one read transaction on ``connection``, or
+        ``(False, None)`` when the database is busy (the caller then reads on a worker thread,
+        where waiting for the lock blocks nothing else). Any other error closes the connection
+        (it is opened afresh next time) and is raised."""
+        try:
+            with _DriverTransaction(connection):
+                return True, run()
+        except OperationalError as error:
+            if getattr(error.orig, "sqlite_errorcode", None) == SQLITE_BUSY:
+                return False, None
+            self.close()
+            raise
+
+    def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.invalidate()  # not back to the pool: it does not wait when busy
+            connection.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self._connection is not None
+
+    def _open(self) -> Connection:
+        connection = self.engine.connect().execution_options(**{READ_ONLY: True})
+        with connection.begin():
+            # Busy means "read on a worker thread", never "wait here, blocking the loop".
+            connection.exec_driver_sql("PRAGMA busy_timeout=0")
+        return connection
+
+
+class _DriverTransaction:
+    """``BEGIN`` … ``COMMIT`` (``ROLLBACK`` on any exception) on the driver connection."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.driver = sqlite_driver(connection)
+
+    def __enter__(self) -> None:
+        self._run("BEGIN")
+
+    def __exit__(self, error_type: type[BaseException] | None, *_: object) -> None:
+        ending = "COMMIT" if error_type is None else "ROLLBACK"
+        if self.connection.in_transaction():  # SQLAlchemy joined: it ends the transaction itself
+            if error_type is None:
+                self.connection.commit()
+            else:
+                self.connection.rollback()
+        if self.driver.in_transaction:
+            self._run(ending)
+
+    def _run(self, statement: str) -> None:
+        try:
+            self.driver.execute(statement)
+        except self.connection.dialect.loaded_dbapi.Error as error:
+            raise driver_error(self.connection, statement, (), error) from error
+
+
+def sqlite_driver(connection: Connection) -> sqlite3.Connection:
+    """The ``sqlite3`` connection under ``connection``."""
+    driver = connection.connection.driver_connection
+    assert isinstance(driver, sqlite3.Connection)
+    return driver
