@@ -15,7 +15,7 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Hashable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
@@ -46,7 +46,7 @@ from core.events import (
     device_topic,
 )
 from core.group_commit import GroupCommitter, Write, is_group_commit
-from core.loop_reader import LoopReader
+from core.loop_reader import NOT_KEPT, LoopReader
 from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
@@ -116,6 +116,32 @@ def quick_read(op: F) -> F:
     setattr(op, READ_ONLY_MARK, True)
     setattr(op, QUICK_READ_MARK, True)
     return op
+
+
+REUSABLE_MARK = "__relaybox_reusable__"
+
+
+def reusable(op: F) -> F:
+    """Mark a ``@quick_read`` whose result depends on nothing but the database, the principal and
+    the arguments (not the clock) and is never changed by its callers: on a SQLite file, the same
+    call is answered with the result kept from the last one while the database is unchanged (the
+    loop's connection asks SQLite whether anything was committed since, which costs less than the
+    read). Nothing is kept for a call whose arguments cannot be hashed."""
+    setattr(op, REUSABLE_MARK, True)
+    return op
+
+
+def _reuse_key(
+    op: Callable[..., Any], principal: Principal, args: tuple[Any, ...], kw: dict[str, Any]
+) -> Hashable | None:
+    if not getattr(op, REUSABLE_MARK, False):
+        return None
+    key = (op, principal, args, tuple(sorted(kw.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 AsyncOp = Callable[Concatenate["Core", Principal, P], Awaitable[T]]
@@ -321,6 +347,11 @@ class Core:
         if self._loop is None:
             self.loop_reader.close()
             return None
+        key = _reuse_key(op, principal, args, kw)
+        if key is not None:
+            kept = self.loop_reader.kept(connection, key)
+            if kept is not NOT_KEPT:
+                return kept, []
         tx = self._tx(read_connection=connection)
 
         def run() -> T:
@@ -335,7 +366,11 @@ class Core:
                     tx.opened_session.close()
 
         done, result = self.loop_reader.read(connection, run)
-        return (result, tx.events) if done else None
+        if not done:
+            return None
+        if key is not None and not tx.events:
+            self.loop_reader.keep(key, result)
+        return result, tx.events
 
     def _tx(self, session: Session | None = None, read_connection: Connection | None = None) -> Tx:
         return Tx(

@@ -9,12 +9,16 @@ so cannot be busy, and SQLAlchemy's own transaction bookkeeping costs several ti
 a quick read runs. A read that runs statements through SQLAlchemy (``tx.connection().execute`` or
 the ORM session) still works: SQLAlchemy's transaction joins the driver's (the engine's ``begin``
 hook sees one open and issues nothing) and is ended through SQLAlchemy.
+
+A read marked ``@reusable`` may be answered from what this reader kept of it instead: kept results
+are dropped whenever ``PRAGMA data_version`` says another connection has committed since (every
+write in this process, and any other process's, is another connection: this one only reads).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import anyio
@@ -25,12 +29,16 @@ from core.store.database import READ_ONLY
 from core.store.prepared import driver_error
 
 SQLITE_BUSY = 5
+MAX_KEPT = 1024  # results kept at once (a key per operation, principal and arguments)
+NOT_KEPT = object()
 
 
 class LoopReader:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._connection: Connection | None = None
+        self._kept: dict[Hashable, Any] = {}
+        self._kept_version: int | None = None  # the data_version the kept results were read at
 
     async def connection(self) -> Connection:
         """The kept connection, opened on a worker thread the first time."""
@@ -57,7 +65,35 @@ class LoopReader:
             self.close()
             raise
 
+    def kept(self, connection: Connection, key: Hashable) -> Any:
+        """The result kept for ``key`` if nothing was committed since it was read, else ``NOT_KEPT``."""
+        version = self._data_version(connection)
+        if version is None or version != self._kept_version:
+            self._kept.clear()
+            self._kept_version = version
+            return NOT_KEPT
+        return self._kept.get(key, NOT_KEPT)
+
+    def keep(self, key: Hashable, result: Any) -> None:
+        """Keep what a read found after ``kept`` was asked: it is at least as new as that version."""
+        if self._kept_version is not None and len(self._kept) < MAX_KEPT:
+            self._kept[key] = result
+
+    def _data_version(self, connection: Connection) -> int | None:
+        """The connection's ``data_version``; ``None`` when the database is busy."""
+        statement = "PRAGMA data_version"
+        try:
+            row = sqlite_driver(connection).execute(statement).fetchone()
+        except connection.dialect.loaded_dbapi.Error as error:
+            if getattr(error, "sqlite_errorcode", None) == SQLITE_BUSY:
+                return None
+            self.close()
+            raise driver_error(connection, statement, (), error) from error
+        return int(row[0])
+
     def close(self) -> None:
+        self._kept.clear()
+        self._kept_version = None
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.invalidate()  # not back to the pool: it does not wait when busy

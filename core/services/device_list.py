@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import bindparam, exists, select
 
-from core.context import Core, Tx, quick_read
+from core.context import Core, Tx, quick_read, reusable
 from core.principal import SCOPE_DEVICES_READ, Principal, PrincipalKind
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, WebPushSubscriptionRow
@@ -14,6 +14,8 @@ HOUR = 3600
 
 
 class DeviceSummary(BaseModel):
+    model_config = ConfigDict(frozen=True)  # a kept read is shared by its callers
+
     device_id: str
     name: str
     surface_kind: str
@@ -42,11 +44,12 @@ async def list_devices(core: Core, principal: Principal) -> DeviceList:
     )
 
 
+@reusable
 @quick_read
-def account_devices(tx: Tx, principal: Principal) -> list[DeviceSummary]:
+def account_devices(tx: Tx, principal: Principal) -> tuple[DeviceSummary, ...]:
     if principal.kind is not PrincipalKind.DEVICE:
         principal.require_scope(SCOPE_DEVICES_READ)
-    return [
+    return tuple(
         DeviceSummary(
             device_id=device_id,
             name=name,
@@ -68,7 +71,7 @@ def account_devices(tx: Tx, principal: Principal) -> list[DeviceSummary]:
             charging,
             web_push,
         ) in _ACCOUNT_DEVICES.rows(tx.connection(), account_id=principal.account_id)
-    ]
+    )
 
 
 # Built once and run on the driver's cursor: this read is what every list_devices call costs, and

@@ -7,14 +7,16 @@ from __future__ import annotations
 import base64
 import sqlite3
 import threading
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
 
-from core.context import Core, Tx, quick_read
+from core.context import Core, Tx, quick_read, reusable
 from core.domain.keys import generate_keypair
 from core.errors import RelayError
+from core.events import Published
 from core.loop_reader import SQLITE_BUSY, sqlite_driver
 from core.principal import Principal
 from core.services.auth import Accept, authenticate
@@ -152,3 +154,57 @@ async def test_a_quick_read_through_the_orm_session_ends_its_transaction(running
     assert_no_snapshot_held(running)
     listing = await running.run(list_devices, registered)  # the kept connection still serves
     assert [d.device_id for d in listing.devices] == [registered.device_id]
+
+
+def count_devices_reading(ran: list[int]) -> Callable[..., int]:
+    """A reusable quick read of the number of devices that notes each time it really runs."""
+
+    @reusable
+    @quick_read
+    def count(tx: Tx, principal: Principal, **_: object) -> int:
+        ran.append(1)
+        return int(COUNT_DEVICES.scalar(tx.connection()))
+
+    return count
+
+
+async def test_a_reusable_read_is_kept_until_anything_is_committed(running: Core) -> None:
+    ran: list[int] = []
+    count = count_devices_reading(ran)
+    await phone(running, "10.9.0.7")
+    assert await running.run(count, Principal.system()) == 1
+    assert await running.run(count, Principal.system()) == 1
+    assert len(ran) == (1 if on_loop_expected(running) else 2)  # the second answered from memory
+
+    await phone(running, "10.9.0.8")  # committed on another connection: nothing kept survives it
+    assert await running.run(count, Principal.system()) == 2
+    assert len(ran) == (2 if on_loop_expected(running) else 3)
+    assert_no_snapshot_held(running)
+
+
+async def test_a_kept_read_is_per_principal_and_arguments_and_only_when_they_hash(running: Core) -> None:
+    ran: list[int] = []
+    count = count_devices_reading(ran)
+    first, second = await phone(running, "10.9.0.9"), await phone(running, "10.9.0.10")
+    for principal in (first, second, first, second):
+        await running.run(count, principal)
+    await running.run(count, first, label="a")
+    await running.run(count, first, label="a")
+    await running.run(count, first, label=["not", "hashable"])
+    await running.run(count, first, label=["not", "hashable"])
+    assert len(ran) == (5 if on_loop_expected(running) else 8)
+
+
+async def test_a_read_that_emitted_events_is_not_kept(running: Core) -> None:
+    ran: list[int] = []
+
+    @reusable
+    @quick_read
+    def publishing(tx: Tx, principal: Principal) -> int:
+        ran.append(1)
+        tx.emit(Published("test-topic", "hello"))
+        return 1
+
+    await running.run(publishing, Principal.system())
+    await running.run(publishing, Principal.system())
+    assert len(ran) == 2
