@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from connector.logs import RequestIdMiddleware
+from connector.logs import RequestIdMiddleware, add_header, route_template, start_request_id
 from connector.mcp_mount import MCP_PATH, mount_mcp
 from connector.metrics import Metrics, MetricsMiddleware
 from core.api import api_routes
-from core.api.errors import http_error_handler, relay_error_handler, render, unexpected_error_handler
+from core.api.errors import (
+    http_error_handler,
+    relay_error_handler,
+    render,
+    unexpected_error_handler,
+    unexpected_error_response,
+)
 from core.bootstrap import build_core
 from core.context import Core
 from core.errors import RelayError
@@ -32,7 +40,7 @@ log = logging.getLogger("relaybox")
 SWEEP_INTERVAL_S = 60
 
 
-def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
+def create_app(settings: Settings | None = None, *, core: Core | None = None) -> RelayboxApp:
     """Build the app for ``settings`` (read from the environment when omitted). An unusable public
     URL (an http issuer outside loopback) raises ``oauth.metadata.IssuerError`` here, at start-up."""
     if core is None:
@@ -55,7 +63,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
             yield
             tasks.cancel_scope.cancel()
 
-    app = Starlette(
+    app = RelayboxApp(
         routes=routes,
         exception_handlers={
             RelayError: relay_error_handler,
@@ -63,46 +71,66 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
             Exception: unexpected_error_handler,
         },
         lifespan=lifespan,
-        middleware=[
-            Middleware(RequestIdMiddleware),
-            Middleware(MetricsMiddleware, metrics=metrics),
-            Middleware(HotRoute, route=mcp_route),
-        ],
+        middleware=[Middleware(RequestIdMiddleware), Middleware(MetricsMiddleware, metrics=metrics)],
+        hot_route=mcp_route,
+        metrics=metrics,
     )
     app.state.core = core
     app.state.metrics = metrics
     return app
 
 
-class HotRoute:
-    """Serves one route straight from the middleware stack, before the exception layer and the
-    router: the connector's ``/mcp`` is called far more often than every other route together, and
-    those two layers cost it more than its own gate. The router still holds the route, so any
-    other path, or a method the route does not take (405), goes the usual way.
+class RelayboxApp(Starlette):
+    """The one ASGI app. Requests for its hot route, ``/mcp`` (called far more often than every
+    other route together), skip Starlette's error layer, the request-id and metrics middlewares,
+    the exception layer and the router, which together cost it more than its own auth gate:
+    ``_serve_hot`` does what they would in one frame (request id, metrics and the access log's
+    route template, a ``RelayError`` in the spec's shape, 500 ``internal_error`` for anything
+    else). The router still holds the route, so any other path, and a method the route does not
+    take (405), goes the usual way."""
 
-    What the exception layer would do for the route is done here: a ``RelayError`` (the token
-    check's 503 when the database is down) is rendered in the spec's shape. Anything else reaches
-    the server-error layer outside, which answers 500 ``internal_error``, as for every route."""
-
-    def __init__(self, app: ASGIApp, route: Route) -> None:
-        self.app = app
-        self.route = route
-        self.methods: set[str] = route.methods or set()
+    def __init__(self, *, hot_route: Route, metrics: Metrics, **options: Any) -> None:
+        super().__init__(**options)
+        self.hot_route = hot_route
+        self.hot_methods = hot_route.methods or set()
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
-            scope["type"] != "http"
-            or scope["method"] not in self.methods
-            or scope["path"] != scope.get("root_path", "") + self.route.path
+            scope["type"] == "http"
+            and scope["method"] in self.hot_methods
+            and scope["path"] == scope.get("root_path", "") + self.hot_route.path
         ):
-            await self.app(scope, receive, send)
-            return
-        scope["route"] = self.route  # as the router would: the metrics and access log read it
-        scope["endpoint"] = self.route.endpoint
+            await self._serve_hot(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    async def _serve_hot(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.hot_route
+        scope["app"], scope["route"], scope["endpoint"] = self, route, route.endpoint  # as routed
+        started = time.perf_counter()
+        echoed = start_request_id(scope)
+        status: int | None = None
+
+        async def send_served(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                route_template.set(route.path)
+                add_header(message, echoed)
+            await send(message)
+
         try:
-            await self.route.app(scope, receive, send)
-        except RelayError as error:
-            await render(error)(scope, receive, send)
+            await route.app(scope, receive, send_served)
+        except RelayError as error:  # the token check's 503 when the database is down
+            await render(error)(scope, receive, send_served)
+        except Exception as error:
+            if status is not None:
+                raise  # the response has begun: the server cuts the connection and logs it
+            await unexpected_error_response(error)(scope, receive, send_served)
+        finally:
+            if status is not None:  # else the caller left before any response: nothing was served
+                self.metrics.observe(route.path, scope["method"], status, time.perf_counter() - started)
 
 
 async def _sweep_forever(core: Core) -> None:

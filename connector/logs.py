@@ -17,13 +17,14 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.redaction import redact
 
 REQUEST_ID_HEADER = "x-request-id"
 SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+_HEADER = REQUEST_ID_HEADER.encode()
 
 request_id: ContextVar[str | None] = ContextVar("relaybox_request_id", default=None)
 route_template: ContextVar[str | None] = ContextVar("relaybox_route", default=None)
@@ -54,19 +55,32 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = next((v for k, v in scope["headers"] if k == REQUEST_ID_HEADER.encode()), b"")
-        rid = _accepted_request_id(given.decode("latin-1")) if given else None
-        rid = rid or f"{random.getrandbits(128):032x}"  # unique, not secret: no system entropy needed
-        # Not reset afterwards: the request's task ends with it, and the error middleware outside
-        # this one still logs an unexpected error with the id.
-        request_id.set(rid)
+        echoed = start_request_id(scope)
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = rid
+                add_header(message, echoed)
             await send(message)
 
         await self.app(scope, receive, send_with_id)
+
+
+def start_request_id(scope: Scope) -> tuple[bytes, bytes]:
+    """Choose the request's id and make it the id of every record logged while it is handled;
+    returns the response header that echoes it."""
+    given = next((v for k, v in scope["headers"] if k == _HEADER), b"")
+    rid = _accepted_request_id(given.decode("latin-1")) if given else None
+    rid = rid or f"{random.getrandbits(128):032x}"  # unique, not secret: no system entropy needed
+    # Not reset afterwards: the request's task ends with it, and the error handling outside still
+    # logs an unexpected error with the id.
+    request_id.set(rid)
+    return (_HEADER, rid.encode("latin-1"))
+
+
+def add_header(start: Message, header: tuple[bytes, bytes]) -> None:
+    """Add ``header`` to an ``http.response.start`` message (nothing inside sets the headers added
+    this way, so it is appended, not looked for first)."""
+    start["headers"] = [*start.get("headers", ()), header]
 
 
 def _accepted_request_id(value: str) -> str | None:

@@ -45,6 +45,12 @@ async def http_error_handler(_request: Request, exc: Exception) -> Response:
 
 
 async def unexpected_error_handler(_request: Request, exc: Exception) -> Response:
+    return unexpected_error_response(exc)
+
+
+def unexpected_error_response(exc: Exception) -> Response:
+    """503 ``unavailable`` for a dependency that is down, else 500 ``internal_error`` (logged with
+    an id the body names; the exception itself is never shown)."""
     unavailable = as_unavailable(exc)  # a dependency down outside an operation (Core.run maps its own)
     if unavailable is not None:
         return render(unavailable)

@@ -1,4 +1,4 @@
-"""/mcp is served straight from the middleware stack (``connector.app.HotRoute``), and still gets
+"""/mcp is served straight from the app (``connector.app.RelayboxApp``), and still gets
 what every route gets: a request id, metrics under its template, errors in the spec's shape, 405
 for a method it does not take. A grant holding every tool's scope has its body capped by the
 transport instead of read by the gate."""
@@ -64,6 +64,7 @@ def test_an_unexpected_error_behind_the_gate_is_a_500_internal_error(core: Core)
     assert response.status_code == 500
     assert response.json()["error"]["code"] == "internal_error"
     assert "broke" not in response.text
+    assert len(response.headers["x-request-id"]) == 32
 
 
 @pytest.mark.parametrize("scopes", [None, ["devices:read"]], ids=["every scope", "one scope"])
