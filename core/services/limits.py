@@ -8,10 +8,13 @@ layer in ``X-RateLimit-*`` headers.
 
 from __future__ import annotations
 
+import functools
+
+import anyio
 from pydantic import BaseModel, Field
 
-from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, WindowKind
-from core.context import Tx
+from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, RateLimiter, WindowKind
+from core.context import Core, Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
 from core.settings import Settings
@@ -45,7 +48,22 @@ def send_class_checks(settings: Settings, principal: Principal, ip: str) -> list
 
 def peek_ip(tx: Tx, ip: str) -> None:
     """First step of a limited route: refuse an IP that is already over its budget."""
-    decision = tx.limiter.peek(ip_checks(tx.settings, ip), tx.clock.now())
+    refuse_ip_over_budget(tx.limiter, tx.settings, ip, tx.clock.now())
+
+
+async def peek_ip_outside_transaction(core: Core, ip: str) -> None:
+    """``peek_ip`` for a route whose credential comes from the verified-credential cache: on the
+    event loop when the limiter is in process, else on a worker thread (Redis down is a 503, as
+    the REST error handler renders a dependency's failure outside an operation)."""
+    check = functools.partial(refuse_ip_over_budget, core.limiter, core.settings, ip, core.clock.now())
+    if core.limiter.blocking:
+        await anyio.to_thread.run_sync(check)
+    else:
+        check()
+
+
+def refuse_ip_over_budget(limiter: RateLimiter, settings: Settings, ip: str, now: float) -> None:
+    decision = limiter.peek(ip_checks(settings, ip), now)
     if not decision.allowed:
         raise limit_error(decision)
 

@@ -84,6 +84,10 @@ def decide(states: list[tuple[LimitState, bool]], now: float) -> LimitDecision:
 
 
 class RateLimiter(Protocol):
+    # True when a call waits on the network (Redis): callers on the event loop hand it to a worker
+    # thread. An in-process limiter answers in microseconds and may be called on the loop.
+    blocking: bool
+
     def acquire(self, checks: list[LimitCheck], now: float, *, cost: int = 1) -> LimitDecision:
         """Charge ``cost`` to every check if all allow it; otherwise charge nothing."""
         ...
