@@ -18,6 +18,7 @@ from core.domain import payloads
 from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
+from core.group_commit import group_commit
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
 from core.services.delivery import NOTIFICATION_LIFETIME_S, send_server_message
 from core.services.limits import Limited, charge_send_class
@@ -38,6 +39,7 @@ class SendOut(Limited):
     warnings: list[str]
 
 
+@group_commit  # on SQLite, sends under load share transactions; the limits are charged once per send
 def send_notification(tx: Tx, principal: Principal, *, fields: Mapping[str, Any], ip: str) -> SendOut:
     """Validate, cap, size-check, charge the limits, then encrypt per device and dispatch."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
