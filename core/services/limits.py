@@ -73,13 +73,10 @@ def charge_send_class(tx: Tx, principal: Principal, ip: str) -> tuple[LimitState
 
     Returns the binding layer (for the headers) and the monthly layer (for Pushover's X-Limit-App-*).
     """
-    checks = send_class_checks(tx.settings, principal, ip)
-    decision = tx.limiter.acquire(checks, tx.clock.now())
+    decision = tx.limiter.acquire(send_class_checks(tx.settings, principal, ip), tx.clock.now())
     if not decision.allowed:
         raise limit_error(decision)
-    monthly = [c for c in checks if c.resource == "token_monthly"]
-    monthly_state = tx.limiter.peek(monthly, tx.clock.now()).binding if monthly else None
-    return decision.binding, monthly_state
+    return decision.binding, decision.layer("token_monthly")
 
 
 def limit_error(decision: LimitDecision) -> RelayError:
