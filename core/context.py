@@ -51,6 +51,7 @@ from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
 from core.store.database import READ_ONLY, checkpoint, session_scope
+from core.store.savepoint import in_savepoint, in_transaction
 
 log = logging.getLogger("relaybox.core")
 
@@ -413,13 +414,11 @@ class Core:
         outcomes: list[tuple[Any, list[Event]] | Exception] = []
         try:
             with self._sqlite_writer, session_scope(self.engine) as session:
-                driver = session.connection().connection.driver_connection
-                assert driver is not None  # the transaction has begun
                 for write in writes:
                     outcome = self._write_in_savepoint(session, write)
                     outcomes.append(outcome)
-                    if isinstance(outcome, Exception) and not driver.in_transaction:
-                        raise outcome  # it ended the whole transaction (disk full, I/O error)
+                    if isinstance(outcome, Exception) and not in_transaction(session):
+                        raise outcome  # it ended the whole transaction (a failed ORM flush, disk full)
         except Exception as error:  # rolled back: what failed alone keeps its own error
             outcomes = [o if isinstance(o, Exception) else error for o in outcomes]
             outcomes += [error] * (len(writes) - len(outcomes))
@@ -432,8 +431,9 @@ class Core:
     def _write_in_savepoint(self, session: Session, write: Write) -> tuple[Any, list[Event]] | Exception:
         tx = self._tx(session)
         try:
-            with session.begin_nested():
-                result = write.op(tx, write.principal, *write.args, **write.kw)
+            result = in_savepoint(
+                session, functools.partial(write.op, tx, write.principal, *write.args, **write.kw)
+            )
         except Exception as error:
             return error
         return result, tx.events

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from core.adapters.limits.base import LimitCheck
 from core.bootstrap import build_core
@@ -27,7 +27,7 @@ from core.services.relay import EnvelopeAccepted, EnvelopeCreate, read_queue, re
 from core.services.send import SendOut, send_notification
 from core.services.tokens import TokenCreate, create_sender_token
 from core.settings import Settings
-from core.store.tables import QueuedEnvelope
+from core.store.tables import Device, QueuedEnvelope
 from tests.core.pairs import Pair, paired
 
 pytestmark = pytest.mark.anyio
@@ -187,6 +187,32 @@ async def test_a_write_that_raises_in_a_group_is_rolled_back_alone(running: Core
     assert sorted(item.seq for item in queued.items if item.sender != "server") == sorted(
         a.seq for a in accepted
     )
+
+
+@group_commit
+def add_a_second_phone_with_the_same_id(tx: Tx, principal: Principal, *, device_id: str) -> None:
+    """A write whose ORM flush fails (the primary key is taken)."""
+    phone = tx.session.get(Device, device_id)
+    assert phone is not None
+    tx.session.add(Device(**phone.model_dump()))
+
+
+async def test_a_failed_orm_flush_fails_its_whole_group_and_nothing_of_it_is_written(running: Core) -> None:
+    pair = await paired(running)
+    assert pair.phone.device_id is not None and pair.computer.device_id is not None
+    calls: list[Call] = [(relay_envelope, {"body": pair.envelope(b"relay %d" % n)}) for n in range(12)]
+    calls.insert(6, (add_a_second_phone_with_the_same_id, {"device_id": pair.phone.device_id}))
+
+    results = await run_all(running, pair.phone, calls)
+
+    assert isinstance(results[6], IntegrityError)
+    queued = await running.run(read_queue, pair.computer, after=0)
+    written = {item.seq for item in queued.items if item.sender == pair.phone.device_id}
+    accepted = {r.seq for r in results if isinstance(r, EnvelopeAccepted)}
+    assert written == accepted  # what was answered written was written, nothing else
+    if running.engine.dialect.name == "sqlite":  # the relays grouped with the flush failed with it
+        failed_with_it = [r for r in results if r is results[6]]
+        assert len(failed_with_it) + len(accepted) == len(calls)
 
 
 @group_commit
