@@ -2,7 +2,7 @@
 
 ``Session.begin_nested`` cost a short write (a relay, a send) more than its own statements: it
 compiles SAVEPOINT and RELEASE afresh each time and keeps a nested ORM transaction with its own
-snapshots. Here the statements are plain SQL on the connection, and the ORM is kept right by
+snapshots. Here the statements go to the driver as plain SQL, and the ORM is kept right by
 hand: a write's ORM changes are flushed inside its savepoint, and when the write raises, the
 savepoint is rolled back and the session forgets every object it holds (their state may no
 longer match the rows; nothing is lost, as every earlier write was flushed).
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from sqlalchemy import Connection, exc
 from sqlmodel import Session
 
 T = TypeVar("T")
@@ -29,18 +30,30 @@ def in_savepoint(session: Session, write: Callable[[], T]) -> T:
     returns, rolled back to when it raises (unless the transaction itself ended), and its error
     raised again."""
     connection = session.connection()
-    connection.exec_driver_sql(f"SAVEPOINT {NAME}")
+    _execute(connection, f"SAVEPOINT {NAME}")
     try:
         result = write()
         session.flush()
     except Exception:
         if in_transaction(session):
-            connection.exec_driver_sql(f"ROLLBACK TO {NAME}")
-            connection.exec_driver_sql(f"RELEASE {NAME}")
+            _execute(connection, f"ROLLBACK TO {NAME}")
+            _execute(connection, f"RELEASE {NAME}")
             session.expunge_all()
         raise
-    connection.exec_driver_sql(f"RELEASE {NAME}")
+    _execute(connection, f"RELEASE {NAME}")
     return result
+
+
+def _execute(connection: Connection, statement: str) -> None:
+    """``statement`` on the driver (``exec_driver_sql`` would cost several times the statement);
+    a driver error is raised as SQLAlchemy's, as a statement through the engine would be."""
+    dbapi_error = connection.dialect.loaded_dbapi.Error
+    try:
+        connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
+    except dbapi_error as error:
+        raise exc.DBAPIError.instance(
+            statement, None, error, dbapi_error, dialect=connection.dialect
+        ) from error
 
 
 def in_transaction(session: Session) -> bool:
