@@ -14,6 +14,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, RateLimiter, WindowKind
+from core.availability import as_unavailable
 from core.context import Core, Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
@@ -53,13 +54,19 @@ def peek_ip(tx: Tx, ip: str) -> None:
 
 async def peek_ip_outside_transaction(core: Core, ip: str) -> None:
     """``peek_ip`` for a route whose credential comes from the verified-credential cache: on the
-    event loop when the limiter is in process, else on a worker thread (Redis down is a 503, as
-    the REST error handler renders a dependency's failure outside an operation)."""
+    event loop when the limiter is in process, else on a worker thread; Redis down is 503
+    ``unavailable``, as in an operation (``Core.run``)."""
     check = functools.partial(refuse_ip_over_budget, core.limiter, core.settings, ip, core.clock.now())
-    if core.limiter.blocking:
-        await anyio.to_thread.run_sync(check)
-    else:
+    if not core.limiter.blocking:
         check()
+        return
+    try:
+        await anyio.to_thread.run_sync(check)
+    except Exception as error:
+        unavailable = as_unavailable(error)
+        if unavailable is None:
+            raise
+        raise unavailable from error
 
 
 def refuse_ip_over_budget(limiter: RateLimiter, settings: Settings, ip: str, now: float) -> None:

@@ -86,7 +86,7 @@ def test_a_send_while_the_rate_limits_redis_is_down_answers_503_unavailable(
         data_dir=tmp_path, redis_url=f"redis://127.0.0.1:{closed_port()}/0?socket_connect_timeout=1"
     )
     core = build_core(settings)
-    with TestClient(create_app(core=core), raise_server_exceptions=False) as client:
+    with TestClient(create_app(core=core)) as client:  # an error the app raises would fail the test
         with caplog.at_level(logging.WARNING):
             sent = client.post(
                 "/v1/send", json={"message": "hi"}, headers={"Authorization": "Bearer rfk_live_" + "a" * 32}
