@@ -8,9 +8,9 @@ savepoint is rolled back and the session forgets every object it holds (their st
 longer match the rows; nothing is lost, as every earlier write was flushed).
 
 The ORM knows nothing of such a savepoint: an ORM flush that fails rolls back the session's
-whole transaction, and SQLite ends it on its own after some errors (disk full, I/O). Then there
-is no savepoint to go back to: the error is raised as it is, and ``in_transaction`` tells the
-caller that the whole group is lost.
+whole transaction, and SQLite ends it on its own after some errors (disk full, I/O); a savepoint
+that cannot be ended (never seen) rolls it back too. Then the error is raised as it is, and
+``in_transaction`` tells the caller that the whole group is lost.
 """
 
 from __future__ import annotations
@@ -36,12 +36,23 @@ def in_savepoint(session: Session, write: Callable[[], T]) -> T:
         session.flush()
     except Exception:
         if in_transaction(session):
-            _execute(connection, f"ROLLBACK TO {NAME}")
-            _execute(connection, f"RELEASE {NAME}")
+            _close(session, connection, f"ROLLBACK TO {NAME}", f"RELEASE {NAME}")
             session.expunge_all()
         raise
-    _execute(connection, f"RELEASE {NAME}")
+    _close(session, connection, f"RELEASE {NAME}")
     return result
+
+
+def _close(session: Session, connection: Connection, *statements: str) -> None:
+    """End the savepoint. Should that fail, what the write did can no longer be told apart from
+    what the writes before it did: the whole transaction is rolled back (``in_transaction`` is
+    then false) and the error raised."""
+    try:
+        for statement in statements:
+            _execute(connection, statement)
+    except Exception:
+        session.rollback()
+        raise
 
 
 def _execute(connection: Connection, statement: str) -> None:

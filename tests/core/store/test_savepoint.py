@@ -1,6 +1,7 @@
 """A group-commit write in a savepoint of its own (SQLite): what it wrote through the ORM or the
 driver is kept when it returns and undone when it raises, the session forgets what it held, the
-writes before it are kept, and a failure of the savepoint statements is raised as SQLAlchemy's."""
+writes before it are kept; a savepoint that cannot be ended is SQLAlchemy's error and ends the
+transaction."""
 
 from __future__ import annotations
 
@@ -80,10 +81,17 @@ def test_a_failed_orm_flush_ends_the_transaction_and_is_raised_as_it_is(engine: 
     assert accounts(engine) == set()
 
 
-def test_a_savepoint_statement_that_fails_is_raised_as_sqlalchemys(engine: Engine) -> None:
-    def release_its_own_savepoint_then_refuse() -> None:
+def test_a_savepoint_that_cannot_be_ended_is_sqlalchemys_error_and_ends_the_transaction(
+    engine: Engine,
+) -> None:
+    def add_release_its_savepoint_then_refuse() -> None:
+        add_accounts(session, "b1", "b2")
         session.connection().exec_driver_sql(f"RELEASE {NAME}")
         refuse()
 
-    with session_scope(engine) as session, pytest.raises(OperationalError, match="no such savepoint"):
-        in_savepoint(session, release_its_own_savepoint_then_refuse)
+    with session_scope(engine) as session:
+        in_savepoint(session, lambda: add_accounts(session, "a1"))
+        with pytest.raises(OperationalError, match="no such savepoint"):
+            in_savepoint(session, add_release_its_savepoint_then_refuse)
+        assert not in_transaction(session)  # b1 and b2 cannot be undone alone: nothing is kept
+    assert accounts(engine) == set()
