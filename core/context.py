@@ -51,6 +51,7 @@ from core.principal import Principal
 from core.server_keys import ServerKeys
 from core.settings import Settings
 from core.store.database import checkpoint, session_scope
+from core.store.savepoint import in_savepoint, in_transaction
 
 log = logging.getLogger("relaybox.core")
 
@@ -406,30 +407,44 @@ class Core:
         return result, tx.events
 
     def _write_group(self, writes: list[Write]) -> None:
-        """On a worker thread: the group in one transaction. When one of them raises, the whole
-        transaction is rolled back and each runs again alone, for its own result or error."""
-        if len(writes) > 1 and self._write_together(writes):
-            return
-        for write in writes:
+        """On a worker thread: the group in one transaction, each write in a savepoint of its own,
+        so that one that raises is rolled back alone and the others are still written. Each write
+        runs exactly once (what it did outside the transaction, such as charging rate limits, is
+        not repeated): when the transaction itself fails, so does every write it held."""
+        if len(writes) == 1:
+            [write] = writes
             try:
                 write.succeeded(*self._run_in_transaction(write.op, write.principal, write.args, write.kw))
             except Exception as error:
                 write.failed(error)
-
-    def _write_together(self, writes: list[Write]) -> bool:
-        """All of ``writes`` in one transaction; False (nothing written) when one raised."""
+            return
         assert self._sqlite_writer is not None  # groups are for SQLite
-        outcomes: list[tuple[Any, list[Event]]] = []
+        outcomes: list[tuple[Any, list[Event]] | Exception] = []
         try:
             with self._sqlite_writer, session_scope(self.engine) as session:
                 for write in writes:
-                    tx = self._tx(session)
-                    outcomes.append((write.op(tx, write.principal, *write.args, **write.kw), tx.events))
-        except Exception:
-            return False  # rolled back
-        for write, (result, events) in zip(writes, outcomes, strict=True):
-            write.succeeded(result, events)
-        return True
+                    outcome = self._write_in_savepoint(session, write)
+                    outcomes.append(outcome)
+                    if isinstance(outcome, Exception) and not in_transaction(session):
+                        raise outcome  # it ended the whole transaction (a failed ORM flush, disk full)
+        except Exception as error:  # rolled back: what failed alone keeps its own error
+            outcomes = [o if isinstance(o, Exception) else error for o in outcomes]
+            outcomes += [error] * (len(writes) - len(outcomes))
+        for write, outcome in zip(writes, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                write.failed(outcome)
+            else:
+                write.succeeded(*outcome)
+
+    def _write_in_savepoint(self, session: Session, write: Write) -> tuple[Any, list[Event]] | Exception:
+        tx = self._tx(session)
+        try:
+            result = in_savepoint(
+                session, functools.partial(write.op, tx, write.principal, *write.args, **write.kw)
+            )
+        except Exception as error:
+            return error
+        return result, tx.events
 
     # -- after commit ----------------------------------------------------------------------
     async def _after_commit(self, events: list[Event]) -> None:

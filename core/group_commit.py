@@ -8,11 +8,17 @@ queued while a group is in the database goes into the next one (at most ``MAX_GR
 that arrives while nothing is being written goes at once, in a group of one, so nothing waits
 for company.
 
-A marked operation must be safe to run again after a rollback: nothing it does outside its
-transaction before it returns (events are fine: they are acted on after the commit). When any
-operation of a group raises, the group's transaction is rolled back and each of its operations
-runs again in a transaction of its own, so one bad request never fails another and each caller
-gets exactly its own result or error.
+Each operation of a group runs in a savepoint of its own (``core.store.savepoint``): one that
+raises is rolled back to it and fails alone, the others are written, so one bad request never
+fails another and each caller gets exactly its own result or error. Every operation runs exactly
+once, so what it does outside its transaction before it returns (charging rate limits) is not
+repeated; when the transaction itself fails (its commit, or SQLite ending it under a write),
+every operation in it fails with that error, as a lone one would. Side effects that must wait
+for the commit (push, fan-out) are events, acted on after it.
+
+An operation whose ORM flush may fail (a unique constraint used as a check) must not be marked:
+the ORM rolls back the whole transaction on a failed flush, failing the group. The marked ones
+write with prepared statements.
 """
 
 from __future__ import annotations
@@ -33,8 +39,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def group_commit(op: F) -> F:
-    """Mark a short write that may share its transaction with others (see the module docstring
-    for what such an operation must not do)."""
+    """Mark a short write that may share its transaction with others (see the module docstring)."""
     setattr(op, GROUP_COMMIT_MARK, True)
     return op
 

@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
 from core.store.database import READ_ONLY
-from core.store.prepared import driver_error
+from core.store.prepared import run_on_driver
 
 SQLITE_BUSY = 5
 MAX_KEPT = 1024  # results kept at once (a key per operation, principal and arguments)
@@ -81,14 +81,13 @@ class LoopReader:
 
     def _data_version(self, connection: Connection) -> int | None:
         """The connection's ``data_version``; ``None`` when the database is busy."""
-        statement = "PRAGMA data_version"
         try:
-            row = sqlite_driver(connection).execute(statement).fetchone()
-        except connection.dialect.loaded_dbapi.Error as error:
-            if getattr(error, "sqlite_errorcode", None) == SQLITE_BUSY:
+            row = run_on_driver(connection, "PRAGMA data_version").fetchone()
+        except OperationalError as error:
+            if getattr(error.orig, "sqlite_errorcode", None) == SQLITE_BUSY:
                 return None
             self.close()
-            raise driver_error(connection, statement, (), error) from error
+            raise
         return int(row[0])
 
     def close(self) -> None:
@@ -132,10 +131,7 @@ class _DriverTransaction:
             self._run(ending)
 
     def _run(self, statement: str) -> None:
-        try:
-            self.driver.execute(statement)
-        except self.connection.dialect.loaded_dbapi.Error as error:
-            raise driver_error(self.connection, statement, (), error) from error
+        run_on_driver(self.connection, statement)
 
 
 def sqlite_driver(connection: Connection) -> sqlite3.Connection:

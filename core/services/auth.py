@@ -19,7 +19,7 @@ from core.domain.secrets import digest, digests_match, is_device_credential, is_
 from core.errors import RelayError
 from core.events import Deferred
 from core.principal import Principal, PrincipalKind
-from core.services.limits import peek_ip
+from core.services.limits import peek_ip, peek_ip_outside_transaction
 from core.store.tables import Device, PairingCode, SenderToken
 
 
@@ -44,10 +44,12 @@ async def authenticated(
 ) -> Principal:
     """``authenticate`` through the verified-credential cache (``core.credentials``): a device
     credential or sender token verified a moment ago is not read again (revoking or unpairing
-    drops it at once, on every replica). ``limit_ip`` routes always read: the IP's budget is
-    checked before the token."""
+    drops it at once, on every replica). ``limit_ip``: the IP's budget is checked first, before
+    the token is looked up in the cache or the store."""
+    if limit_ip:
+        await peek_ip_outside_transaction(core, principal.label or "unknown")
     key = digest(token)
-    cached = None if limit_ip else core.credentials.get(key)
+    cached = core.credentials.get(key)
     if cached is not None:
         value, note = cached
         if isinstance(value, Principal) and value.kind in _kinds(accept):
@@ -55,7 +57,7 @@ async def authenticated(
                 core.defer(note)
             return value
     epoch = core.credentials.epoch
-    found, used_at = await core.run(_resolve, principal, token=token, accept=accept, limit_ip=limit_ip)
+    found, used_at = await core.run(_resolve, principal, token=token, accept=accept)  # IP peeked above
     if not found.pending:
         tag, kind, row_id = (
             (device_tag(found.device_id), "device", found.device_id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import bindparam, delete, func, insert, select
 from sqlmodel import col
@@ -26,6 +26,19 @@ QUEUE_LIFETIME_S = 86_400  # device-to-device envelopes
 NOTIFICATION_LIFETIME_S = 259_200  # server-composed notifications may wait up to their 72 h ttl
 LIVE_GRACE_S = 30  # a ttl of 0 still gives open streams this long to read the entry
 SERVER_SENDER = "server"
+
+
+class Recipient(Protocol):
+    """What delivering to a device reads of it: a ``Device`` row, or a lighter read of its columns."""
+
+    @property
+    def device_id(self) -> str: ...
+    @property
+    def public_key(self) -> str: ...
+    @property
+    def fcm_token(self) -> str | None: ...
+    @property
+    def fcm_token_kind(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +119,7 @@ _TRIM = PreparedStatement(
 )
 
 
-def push_target(tx: Tx, device: Device) -> PushTarget:
+def push_target(tx: Tx, device: Recipient) -> PushTarget:
     """Where the device can be pushed (its web-push subscription is read only when web push is on)."""
     subscription = tx.session.get(WebPushSubscriptionRow, device.device_id) if tx.web_push_enabled else None
     return PushTarget(
@@ -147,7 +160,7 @@ def request_push(tx: Tx, target: PushTarget, message: PushMessage, *, store: boo
 
 def send_server_message(
     tx: Tx,
-    device: Device,
+    device: Recipient,
     payload: dict[str, Any],
     *,
     msg_id: str,

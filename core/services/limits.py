@@ -8,10 +8,14 @@ layer in ``X-RateLimit-*`` headers.
 
 from __future__ import annotations
 
+import functools
+
+import anyio
 from pydantic import BaseModel, Field
 
-from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, WindowKind
-from core.context import Tx
+from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, RateLimiter, WindowKind
+from core.availability import as_unavailable
+from core.context import Core, Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
 from core.settings import Settings
@@ -45,7 +49,28 @@ def send_class_checks(settings: Settings, principal: Principal, ip: str) -> list
 
 def peek_ip(tx: Tx, ip: str) -> None:
     """First step of a limited route: refuse an IP that is already over its budget."""
-    decision = tx.limiter.peek(ip_checks(tx.settings, ip), tx.clock.now())
+    refuse_ip_over_budget(tx.limiter, tx.settings, ip, tx.clock.now())
+
+
+async def peek_ip_outside_transaction(core: Core, ip: str) -> None:
+    """``peek_ip`` for a route whose credential comes from the verified-credential cache: on the
+    event loop when the limiter is in process, else on a worker thread; Redis down is 503
+    ``unavailable``, as in an operation (``Core.run``)."""
+    check = functools.partial(refuse_ip_over_budget, core.limiter, core.settings, ip, core.clock.now())
+    if not core.limiter.blocking:
+        check()
+        return
+    try:
+        await anyio.to_thread.run_sync(check)
+    except Exception as error:
+        unavailable = as_unavailable(error)
+        if unavailable is None:
+            raise
+        raise unavailable from error
+
+
+def refuse_ip_over_budget(limiter: RateLimiter, settings: Settings, ip: str, now: float) -> None:
+    decision = limiter.peek(ip_checks(settings, ip), now)
     if not decision.allowed:
         raise limit_error(decision)
 
@@ -55,13 +80,10 @@ def charge_send_class(tx: Tx, principal: Principal, ip: str) -> tuple[LimitState
 
     Returns the binding layer (for the headers) and the monthly layer (for Pushover's X-Limit-App-*).
     """
-    checks = send_class_checks(tx.settings, principal, ip)
-    decision = tx.limiter.acquire(checks, tx.clock.now())
+    decision = tx.limiter.acquire(send_class_checks(tx.settings, principal, ip), tx.clock.now())
     if not decision.allowed:
         raise limit_error(decision)
-    monthly = [c for c in checks if c.resource == "token_monthly"]
-    monthly_state = tx.limiter.peek(monthly, tx.clock.now()).binding if monthly else None
-    return decision.binding, monthly_state
+    return decision.binding, decision.layer("token_monthly")
 
 
 def limit_error(decision: LimitDecision) -> RelayError:

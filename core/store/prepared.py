@@ -121,3 +121,14 @@ def driver_error(
         dialect=dialect,
     )
     return wrapped
+
+
+def run_on_driver(connection: Connection, statement: str) -> Any:
+    """A statement without parameters (``BEGIN``, ``SAVEPOINT``, a ``PRAGMA``) straight on the
+    driver's connection, its cursor returned: through the engine it would cost several times the
+    statement. A driver error is raised as SQLAlchemy's."""
+    driver: Any = connection.connection.driver_connection
+    try:
+        return driver.execute(statement)
+    except connection.dialect.loaded_dbapi.Error as error:
+        raise driver_error(connection, statement, (), error) from error

@@ -59,6 +59,19 @@ def test_a_refused_layer_charges_no_other_layer(limiter: RateLimiter) -> None:
     assert limiter.peek([burst], NOW + 2).binding.remaining == 9
 
 
+def test_an_allowed_decision_reports_every_layer_as_a_peek_of_it_alone_would(limiter: RateLimiter) -> None:
+    burst = LimitCheck("token_burst", "tok_1", 10, 60)
+    monthly = LimitCheck("token_monthly", "tok_1", 100, kind=WindowKind.CALENDAR_MONTH)
+    limiter.acquire([monthly], NOW - 5)
+    charged = limiter.acquire([burst, monthly], NOW)
+    assert [layer.resource for layer in charged.layers] == ["token_burst", "token_monthly"]
+    assert charged.layer("token_monthly") == limiter.peek([monthly], NOW).binding
+    assert charged.layer("token_monthly").remaining == 98  # type: ignore[union-attr]
+    assert charged.layer("receiver_daily") is None
+    refused = limiter.acquire([burst, LimitCheck("receiver_daily", "acct", 0, 86_400)], NOW + 1)
+    assert not refused.allowed and refused.layers == ()
+
+
 def test_peek_charges_nothing(limiter: RateLimiter) -> None:
     check = LimitCheck("ip_minute", "1.2.3.4", 1, 60)
     for _ in range(5):

@@ -79,6 +79,24 @@ def test_the_redis_rate_limiter_reports_redis_unavailable_when_it_is_down() -> N
     assert unavailable_service(raised.value) == "redis"
 
 
+def test_a_send_while_the_rate_limits_redis_is_down_answers_503_unavailable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = explicit_settings(
+        data_dir=tmp_path, redis_url=f"redis://127.0.0.1:{closed_port()}/0?socket_connect_timeout=1"
+    )
+    core = build_core(settings)
+    with TestClient(create_app(core=core)) as client:  # an error the app raises would fail the test
+        with caplog.at_level(logging.WARNING):
+            sent = client.post(
+                "/v1/send", json={"message": "hi"}, headers={"Authorization": "Bearer rfk_live_" + "a" * 32}
+            )
+    core.engine.dispose()
+    assert sent.status_code == 503 and error_code(sent) == "unavailable", sent.text
+    assert "Traceback" not in caplog.text
+    assert any("redis unavailable" in record.getMessage() for record in caplog.records)
+
+
 def test_other_failures_are_not_mistaken_for_an_outage() -> None:
     assert unavailable_service(ValueError("bug")) is None
     assert unavailable_service(KeyError("bug")) is None

@@ -1,22 +1,34 @@
-"""Group commit: relays submitted together on SQLite share one transaction, each caller still gets
-exactly its own result or error, a bad one never fails or duplicates the others, and writes still
-queued when the Core stops fail instead of hanging."""
+"""Group commit: relays and sends submitted together on SQLite share one transaction, each caller
+still gets exactly its own result or error, a bad one never fails or duplicates the others, every
+write runs exactly once (a send's rate limits are charged once), and writes still queued when the
+Core stops fail instead of hanging."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
 from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError, OperationalError
 
-from core.context import Core
+from core.adapters.limits.base import LimitCheck
+from core.bootstrap import build_core
+from core.clock import ManualClock
+from core.context import Core, Tx
 from core.errors import RelayError
-from core.group_commit import CoreStoppedError, GroupCommitter, Write
+from core.group_commit import CoreStoppedError, GroupCommitter, Write, group_commit
 from core.principal import Principal
+from core.services.auth import Accept, authenticate
+from core.services.delivery import enqueue
 from core.services.relay import EnvelopeAccepted, EnvelopeCreate, read_queue, relay_envelope
-from tests.core.pairs import paired
+from core.services.send import SendOut, send_notification
+from core.services.tokens import TokenCreate, create_sender_token
+from core.settings import Settings
+from core.store.tables import Device, QueuedEnvelope
+from tests.core.pairs import Pair, paired
 
 pytestmark = pytest.mark.anyio
 
@@ -79,6 +91,157 @@ async def test_a_bad_relay_in_a_group_fails_alone_and_the_others_are_written_onc
     assert all(isinstance(o, EnvelopeAccepted) for o in accepted)
     queued = await running.run(read_queue, pair.computer, after=0)
     assert sorted(item.seq for item in queued.items) == sorted(o.seq for o in accepted)
+
+
+# -- sends: charged once, a failure rolled back alone, nothing run twice -----------------------
+
+
+@pytest.fixture
+async def send_limited(settings: Settings, clock: ManualClock) -> AsyncIterator[Core]:
+    """A running Core whose sender tokens may send 20 times a minute."""
+    core = build_core(settings.model_copy(update={"limit_token_burst": SEND_BURST}), clock=clock)
+    async with core:
+        yield core
+    core.engine.dispose()
+
+
+SEND_BURST = 20
+
+
+async def sender(core: Core, pair: Pair) -> Principal:
+    created = await core.run(create_sender_token, pair.phone, body=TokenCreate(label="group"))
+    return await core.run(
+        authenticate, Principal.anonymous("10.9.9.9"), token=created.token, accept=Accept.SENDER_TOKEN
+    )
+
+
+Call = tuple[Any, dict[str, Any]]  # an operation and its keyword arguments
+
+
+async def run_all(core: Core, principal: Principal, calls: list[Call]) -> list[Any]:
+    """Submit every call at once; each one's result, or the error it raised."""
+    outcomes: list[Any] = [None] * len(calls)
+
+    async def one(index: int) -> None:
+        op, kwargs = calls[index]
+        try:
+            outcomes[index] = await core.run(op, principal, **kwargs)
+        except Exception as error:
+            outcomes[index] = error
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(calls)):
+            group.start_soon(one, index)
+    return outcomes
+
+
+async def test_sends_in_a_group_are_charged_once_each_when_some_are_refused(send_limited: Core) -> None:
+    core = send_limited
+    pair = await paired(core)
+    token = await sender(core, pair)
+    transactions = count_write_transactions(core)
+    sends = [
+        (send_notification, {"fields": {"message": f"build {n} done"}, "ip": "10.9.9.9"}) for n in range(30)
+    ]
+
+    outcomes = await run_all(core, token, sends)
+
+    sent = [o for o in outcomes if isinstance(o, SendOut)]
+    refused = [o for o in outcomes if isinstance(o, RelayError) and o.code == "rate_limit_exceeded"]
+    assert (len(sent), len(refused)) == (SEND_BURST, 30 - SEND_BURST)
+    burst = LimitCheck("token_burst", str(token.token_id), SEND_BURST)
+    assert core.limiter.peek([burst], core.clock.now()).binding.remaining == 0
+    queued = await core.run(read_queue, pair.computer, after=0)
+    notifications = [item for item in queued.items if item.type == "notification"]
+    assert len(notifications) == SEND_BURST  # each accepted send queued once, no refused one
+    if core.engine.dialect.name == "sqlite":
+        assert transactions[0] <= 3  # the first alone, the rest together
+
+
+@group_commit
+def queue_then_fail(tx: Tx, principal: Principal, *, recipient: str) -> None:
+    """Writes queue rows through the ORM and the prepared insert, adds one more, then refuses."""
+    row = QueuedEnvelope(
+        recipient_device_id=recipient, sender="test", type="ping", blob=b"x", created_at=1, expires_at=2
+    )
+    tx.session.add(row)
+    tx.session.flush()
+    enqueue(tx, recipient, sender="test", type="ping", blob=b"y", ttl_s=60)
+    tx.session.add(row.model_copy(update={"seq": None, "blob": b"not flushed yet"}))
+    raise RelayError("not_found")
+
+
+async def test_a_write_that_raises_in_a_group_is_rolled_back_alone(running: Core) -> None:
+    pair = await paired(running)
+    assert pair.computer.device_id is not None
+    calls: list[Call] = [(relay_envelope, {"body": pair.envelope(b"good %d" % n)}) for n in range(12)]
+    for n in (3, 4, 8, 11):
+        calls.insert(n, (queue_then_fail, {"recipient": pair.computer.device_id}))
+
+    results = await run_all(running, pair.phone, calls)
+
+    accepted = [r for r in results if isinstance(r, EnvelopeAccepted)]
+    failed = [r for r in results if isinstance(r, RelayError)]
+    assert (len(accepted), len(failed)) == (12, 4)
+    queued = await running.run(read_queue, pair.computer, after=0)
+    assert sorted(item.seq for item in queued.items if item.sender != "server") == sorted(
+        a.seq for a in accepted
+    )
+
+
+@group_commit
+def add_a_second_phone_with_the_same_id(tx: Tx, principal: Principal, *, device_id: str) -> None:
+    """A write whose ORM flush fails (the primary key is taken)."""
+    phone = tx.session.get(Device, device_id)
+    assert phone is not None
+    tx.session.add(Device(**phone.model_dump()))
+
+
+async def test_a_failed_orm_flush_fails_its_whole_group_and_nothing_of_it_is_written(running: Core) -> None:
+    pair = await paired(running)
+    assert pair.phone.device_id is not None and pair.computer.device_id is not None
+    calls: list[Call] = [(relay_envelope, {"body": pair.envelope(b"relay %d" % n)}) for n in range(12)]
+    calls.insert(6, (add_a_second_phone_with_the_same_id, {"device_id": pair.phone.device_id}))
+
+    results = await run_all(running, pair.phone, calls)
+
+    assert isinstance(results[6], IntegrityError)
+    queued = await running.run(read_queue, pair.computer, after=0)
+    written = {item.seq for item in queued.items if item.sender == pair.phone.device_id}
+    accepted = {r.seq for r in results if isinstance(r, EnvelopeAccepted)}
+    assert written == accepted  # what was answered written was written, nothing else
+    if running.engine.dialect.name == "sqlite":  # the relays grouped with the flush failed with it
+        failed_with_it = [r for r in results if r is results[6]]
+        assert len(failed_with_it) + len(accepted) == len(calls)
+
+
+@group_commit
+def counted_write(tx: Tx, principal: Principal, *, runs: list[int], recipient: str) -> None:
+    """Counts its runs outside the transaction (as charging a rate limit does), then queues a row."""
+    runs.append(1)
+    enqueue(tx, recipient, sender="test", type="ping", blob=b"z", ttl_s=60)
+
+
+async def test_when_a_groups_commit_fails_each_write_fails_and_none_runs_again(running: Core) -> None:
+    pair = await paired(running)
+    assert pair.computer.device_id is not None
+    runs: list[int] = []
+
+    @event.listens_for(running.engine, "commit")
+    def refuse(_connection: Any) -> None:
+        raise OperationalError("COMMIT", {}, Exception("disk I/O error"))
+
+    try:
+        outcomes = await run_all(
+            running, pair.phone, [(counted_write, {"runs": runs, "recipient": pair.computer.device_id})] * 10
+        )
+    finally:
+        event.remove(running.engine, "commit", refuse)
+
+    assert all(isinstance(o, RelayError) and o.code == "unavailable" for o in outcomes), outcomes
+    assert len(runs) == 10  # once each, grouped or alone
+    queued = await running.run(read_queue, pair.computer, after=0)
+    assert [item for item in queued.items if item.sender == "test"] == []
 
 
 # -- the committer on its own: how writes form groups ------------------------------------------

@@ -49,6 +49,11 @@ class LimitDecision:
     allowed: bool
     binding: LimitState  # the refused layer, else the layer with the fewest remaining
     retry_after: int = 0
+    layers: tuple[LimitState, ...] = ()  # allowed: every layer in the order of the checks (refused: none)
+
+    def layer(self, resource: str) -> LimitState | None:
+        """The state of the layer named ``resource``, if it was checked."""
+        return next((state for state in self.layers if state.resource == resource), None)
 
 
 def month_bounds(now: float) -> tuple[float, float]:
@@ -76,14 +81,19 @@ def layer_state(
 def decide(states: list[tuple[LimitState, bool]], now: float) -> LimitDecision:
     """Combine per-layer states into one decision (shared by every implementation)."""
     refused = [state for state, ok in states if not ok]
-    if refused:
+    if refused:  # no layers: a refused acquire counted the others as if it had charged them
         binding = min(refused, key=lambda s: s.reset_at)
         return LimitDecision(False, binding, retry_after=max(1, binding.reset_at - int(now)))
-    binding = min((state for state, _ in states), key=lambda s: (s.remaining, s.reset_at))
-    return LimitDecision(True, binding)
+    layers = tuple(state for state, _ in states)
+    binding = min(layers, key=lambda s: (s.remaining, s.reset_at))
+    return LimitDecision(True, binding, layers=layers)
 
 
 class RateLimiter(Protocol):
+    # True when a call waits on the network (Redis): callers on the event loop hand it to a worker
+    # thread. An in-process limiter answers in microseconds and may be called on the loop.
+    blocking: bool
+
     def acquire(self, checks: list[LimitCheck], now: float, *, cost: int = 1) -> LimitDecision:
         """Charge ``cost`` to every check if all allow it; otherwise charge nothing."""
         ...

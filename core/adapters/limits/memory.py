@@ -9,6 +9,8 @@ from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, dec
 
 
 class MemoryRateLimiter:
+    blocking = False  # a dict behind a lock held for microseconds: callable on the event loop
+
     def __init__(self) -> None:
         self._logs: dict[str, deque[float]] = {}
         self._expiry: dict[str, float] = {}

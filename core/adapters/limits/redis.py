@@ -64,6 +64,8 @@ return answer
 class RedisRateLimiter:
     """Synchronous (the core calls it from worker threads); redis-py's client pools connections."""
 
+    blocking = True  # a round trip to Redis per call
+
     def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE) -> None:
         # Query-string options in ``url`` win over these defaults.
         self._client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S)

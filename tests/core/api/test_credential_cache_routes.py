@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import time
 
+from sqlalchemy import update
+from sqlmodel import col
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
 from core.context import Core
 from core.credentials import USE_GRANULARITY_S
 from core.domain.secrets import digest
-from tests.helpers import FakeDevice, create_token, pair_computer, register_phone, start_pairing
+from core.store.tables import SenderToken
+from tests.helpers import FakeDevice, create_token, error_code, pair_computer, register_phone, start_pairing
 
 
 def test_an_unpaired_computers_cached_credential_is_401_at_once(client: TestClient, core: Core) -> None:
@@ -67,3 +70,29 @@ def test_a_cached_devices_last_seen_time_is_still_written_once_a_minute(
             break
         assert time.monotonic() < deadline, f"last seen {seen}, wanted {wanted}"
         time.sleep(0.01)
+
+
+def test_the_send_route_serves_a_sender_token_verified_a_moment_ago_from_the_cache(
+    client: TestClient, core: Core
+) -> None:
+    phone = register_phone(client)
+    token = create_token(client, phone)
+    auth = {"Authorization": f"Bearer {token['token']}"}
+    assert client.post("/v1/send", content=b"first", headers=auth).status_code == 200
+    # Marked revoked behind the service's back (no cache drop): only the store would refuse it.
+    with core.engine.begin() as connection:
+        connection.execute(
+            update(SenderToken).where(col(SenderToken.token_id) == token["id"]).values(revoked_at=1)
+        )
+    assert client.post("/v1/send", content=b"second", headers=auth).status_code == 200
+
+
+def test_revoking_a_sender_token_ends_it_on_the_send_route_at_once(client: TestClient) -> None:
+    phone = register_phone(client)
+    token = create_token(client, phone)
+    auth = {"Authorization": f"Bearer {token['token']}"}
+    for _ in range(2):
+        assert client.post("/v1/send", content=b"hi", headers=auth).status_code == 200
+    assert client.delete(f"/v1/tokens/{token['id']}", headers=phone.auth).status_code == 200
+    refused = client.post("/v1/send", content=b"hi", headers=auth)
+    assert refused.status_code == 401 and error_code(refused) == "invalid_token"

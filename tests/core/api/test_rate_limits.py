@@ -13,6 +13,7 @@ from core.adapters.limits.base import LimitCheck, WindowKind
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.context import Core
+from core.domain.secrets import digest
 from core.settings import Settings
 from tests.helpers import create_token, error_code, register_phone
 
@@ -110,6 +111,18 @@ def test_the_ip_limit_refuses_before_the_token_is_even_looked_up(
         refused = client.post(
             "/v1/send", content=b"hi", headers={"Authorization": "Bearer rfk_live_" + "x" * 32}
         )
+        assert refused.status_code == 429 and refused.headers["x-ratelimit-resource"] == "ip_minute"
+
+
+def test_the_ip_limit_refuses_a_sender_token_served_from_the_cache(
+    settings: Settings, clock: ManualClock
+) -> None:
+    for client, core in make_client(settings, clock, limit_ip_minute=2):
+        headers = token_for(client)
+        for _ in range(2):
+            assert client.post("/v1/send", content=b"hi", headers=headers).status_code == 200
+        assert core.credentials.get(digest(headers["Authorization"].removeprefix("Bearer "))) is not None
+        refused = client.post("/v1/send", content=b"hi", headers=headers)
         assert refused.status_code == 429 and refused.headers["x-ratelimit-resource"] == "ip_minute"
 
 

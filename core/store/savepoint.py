@@ -1,0 +1,65 @@
+"""One write of a SQLite group commit, in a savepoint of the group's transaction.
+
+``Session.begin_nested`` cost a short write (a relay, a send) more than its own statements: it
+compiles SAVEPOINT and RELEASE afresh each time and keeps a nested ORM transaction with its own
+snapshots. Here the statements go to the driver as plain SQL, and the ORM is kept right by
+hand: a write's ORM changes are flushed inside its savepoint, and when the write raises, the
+savepoint is rolled back and the session forgets every object it holds (their state may no
+longer match the rows; nothing is lost, as every earlier write was flushed).
+
+The ORM knows nothing of such a savepoint: an ORM flush that fails rolls back the session's
+whole transaction, and SQLite ends it on its own after some errors (disk full, I/O); a savepoint
+that cannot be ended (never seen) rolls it back too. Then the error is raised as it is, and
+``in_transaction`` tells the caller that the whole group is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy import Connection
+from sqlmodel import Session
+
+from core.store.prepared import run_on_driver
+
+T = TypeVar("T")
+NAME = "relaybox_write"
+
+
+def in_savepoint(session: Session, write: Callable[[], T]) -> T:
+    """``write()`` in a savepoint of the session's transaction (begun if need be): released when it
+    returns, rolled back to when it raises (unless the transaction itself ended), and its error
+    raised again."""
+    connection = session.connection()
+    run_on_driver(connection, f"SAVEPOINT {NAME}")
+    try:
+        result = write()
+        session.flush()
+    except Exception:
+        if in_transaction(session):
+            _close(session, connection, f"ROLLBACK TO {NAME}", f"RELEASE {NAME}")
+            session.expunge_all()
+        raise
+    _close(session, connection, f"RELEASE {NAME}")
+    return result
+
+
+def _close(session: Session, connection: Connection, *statements: str) -> None:
+    """End the savepoint. Should that fail, what the write did can no longer be told apart from
+    what the writes before it did: the whole transaction is rolled back (``in_transaction`` is
+    then false) and the error raised."""
+    try:
+        for statement in statements:
+            run_on_driver(connection, statement)
+    except Exception:
+        session.rollback()
+        raise
+
+
+def in_transaction(session: Session) -> bool:
+    """Whether the session and the SQLite connection under it are both still in the transaction."""
+    if not session.in_transaction() or not session.is_active:
+        return False
+    driver = session.connection().connection.driver_connection
+    return bool(getattr(driver, "in_transaction", False))
