@@ -45,26 +45,34 @@ def count_write_transactions(core: Core) -> list[int]:
     return count
 
 
-async def relay_all(core: Core, sender: Principal, bodies: list[EnvelopeCreate]) -> list[Any]:
-    """Submit every relay at once; each one's result, or the error it raised."""
-    outcomes: list[Any] = [None] * len(bodies)
+Call = tuple[Any, dict[str, Any]]  # an operation and its keyword arguments
+
+
+async def run_all(core: Core, principal: Principal, calls: list[Call]) -> list[Any]:
+    """Submit every call at once; each one's result, or the error it raised."""
+    outcomes: list[Any] = [None] * len(calls)
 
     async def one(index: int) -> None:
+        op, kwargs = calls[index]
         try:
-            outcomes[index] = await core.run(relay_envelope, sender, body=bodies[index])
-        except RelayError as error:
+            outcomes[index] = await core.run(op, principal, **kwargs)
+        except Exception as error:
             outcomes[index] = error
 
     async with anyio.create_task_group() as group:
-        for index in range(len(bodies)):
+        for index in range(len(calls)):
             group.start_soon(one, index)
     return outcomes
+
+
+def relays(bodies: list[EnvelopeCreate]) -> list[Call]:
+    return [(relay_envelope, {"body": body}) for body in bodies]
 
 
 async def test_relays_submitted_together_share_transactions_and_each_gets_its_seq(running: Core) -> None:
     pair = await paired(running)
     transactions = count_write_transactions(running)
-    outcomes = await relay_all(running, pair.phone, [pair.envelope(b"text %d" % i) for i in range(30)])
+    outcomes = await run_all(running, pair.phone, relays([pair.envelope(b"text %d" % i) for i in range(30)]))
 
     assert all(isinstance(outcome, EnvelopeAccepted) for outcome in outcomes)
     seqs = [outcome.seq for outcome in outcomes]
@@ -83,7 +91,7 @@ async def test_a_bad_relay_in_a_group_fails_alone_and_the_others_are_written_onc
     bodies[4] = EnvelopeCreate(to="dev_nobody", type="clipboard", blob=bodies[4].blob)
     bodies[7] = EnvelopeCreate(to=bodies[7].to, type="clipboard", blob="bm90IGFuIGVudmVsb3Bl")
 
-    outcomes = await relay_all(running, pair.phone, bodies)
+    outcomes = await run_all(running, pair.phone, relays(bodies))
 
     assert isinstance(outcomes[4], RelayError) and outcomes[4].code == "not_found"
     assert isinstance(outcomes[7], RelayError) and outcomes[7].code == "invalid_blob"
@@ -113,26 +121,6 @@ async def sender(core: Core, pair: Pair) -> Principal:
     return await core.run(
         authenticate, Principal.anonymous("10.9.9.9"), token=created.token, accept=Accept.SENDER_TOKEN
     )
-
-
-Call = tuple[Any, dict[str, Any]]  # an operation and its keyword arguments
-
-
-async def run_all(core: Core, principal: Principal, calls: list[Call]) -> list[Any]:
-    """Submit every call at once; each one's result, or the error it raised."""
-    outcomes: list[Any] = [None] * len(calls)
-
-    async def one(index: int) -> None:
-        op, kwargs = calls[index]
-        try:
-            outcomes[index] = await core.run(op, principal, **kwargs)
-        except Exception as error:
-            outcomes[index] = error
-
-    async with anyio.create_task_group() as group:
-        for index in range(len(calls)):
-            group.start_soon(one, index)
-    return outcomes
 
 
 async def test_sends_in_a_group_are_charged_once_each_when_some_are_refused(send_limited: Core) -> None:
