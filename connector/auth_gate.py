@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import auth_context_var
@@ -33,6 +34,26 @@ _TOOL_SCOPES = frozenset(TOOL_SCOPES.values())
 _TOO_LARGE = 'error="invalid_request", error_description="body too large"'
 
 
+MAX_CALLERS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Caller:
+    token: AccessToken
+    user: AuthenticatedUser
+    credentials: AuthCredentials
+    may_call_every_tool: bool  # holds every tool's scope: its bodies need no scope check here
+
+    @classmethod
+    def of(cls, token: AccessToken) -> _Caller:
+        return cls(
+            token,
+            AuthenticatedUser(token),
+            AuthCredentials(token.scopes),
+            _TOOL_SCOPES.issubset(token.scopes),
+        )
+
+
 class McpAuthGate:
     def __init__(
         self,
@@ -49,6 +70,7 @@ class McpAuthGate:
         self.resource_metadata_url = resource_metadata_url
         self.base_scopes = " ".join(base_scopes)
         self._audiences: dict[str, bool] = {}  # a token's resource → is it this one (a few values)
+        self._callers: dict[str, _Caller] = {}  # by bearer token, as the verifier memoizes them
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -59,17 +81,16 @@ class McpAuthGate:
         if b"access_token=" in scope.get("query_string", b""):
             await self._challenge(send, 400, 'error="invalid_request", error_description="no tokens in URLs"')
             return
-        user = await self._authenticate(headers)
-        if user is None:
+        caller = await self._authenticate(headers)
+        if caller is None:
             await self._challenge(send, 401, f'error="invalid_token", scope="{self.base_scopes}"')
             return
-        scope["user"], scope["auth"] = user, AuthCredentials(user.scopes)
-        if scope["method"] == "POST" and not _TOOL_SCOPES.issubset(user.scopes):
+        user = caller.user
+        scope["user"], scope["auth"] = user, caller.credentials
+        if scope["method"] == "POST" and not caller.may_call_every_tool:
             body = await _read_body(receive)
             if body is None:
-                await self._challenge(
-                    send, 413, 'error="invalid_request", error_description="body too large"'
-                )
+                await self._challenge(send, 413, _TOO_LARGE)
                 return
             missing = _missing_scopes(body, set(user.scopes))
             if missing:
@@ -83,16 +104,25 @@ class McpAuthGate:
         finally:
             auth_context_var.reset(context)
 
-    async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> AuthenticatedUser | None:
-        """The user of a valid ``Authorization: Bearer`` token issued for this resource."""
+    async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> _Caller | None:
+        """Who presents a valid ``Authorization: Bearer`` token issued for this resource. The
+        verifier answers the same ``AccessToken`` while the token's verification is cached: what
+        was made of it then is reused."""
         header = next((value for name, value in headers if name == b"authorization"), b"")
         scheme, _, token = header.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token:
             return None
         verified = await self.verifier.verify_token(token)
         if verified is None or not self._for_this_resource(verified):
+            self._callers.pop(token, None)
             return None
-        return AuthenticatedUser(verified)
+        caller = self._callers.get(token)
+        if caller is None or caller.token is not verified:
+            caller = _Caller.of(verified)
+            if len(self._callers) >= MAX_CALLERS:
+                self._callers.clear()
+            self._callers[token] = caller
+        return caller
 
     def _for_this_resource(self, token: AccessToken) -> bool:
         """RFC 8707: the token's audience is this server's /mcp (compared as URLs, as the SDK does)."""

@@ -137,7 +137,7 @@ def _reuse_key(
 ) -> Hashable | None:
     if not getattr(op, REUSABLE_MARK, False):
         return None
-    key = (op, principal, args, tuple(sorted(kw.items())))
+    key = (op, principal, args, tuple(sorted(kw.items())) if kw else ())
     try:
         hash(key)
     except TypeError:
@@ -344,7 +344,7 @@ class Core:
         """Run a quick read on the loop's own connection; ``None`` when the database is busy (the
         caller then runs it on a worker thread) or the Core stopped while the connection opened."""
         assert self.loop_reader is not None
-        connection = await self.loop_reader.connection()
+        connection = self.loop_reader.opened or await self.loop_reader.connection()
         if self._loop is None:
             self.loop_reader.close()
             return None

@@ -102,6 +102,11 @@ class LoopReader:
     def is_open(self) -> bool:
         return self._connection is not None
 
+    @property
+    def opened(self) -> Connection | None:
+        """The kept connection when it is open."""
+        return self._connection
+
     def _open(self) -> Connection:
         connection = self.engine.connect().execution_options(**{READ_ONLY: True})
         with connection.begin():
