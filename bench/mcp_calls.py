@@ -10,7 +10,10 @@ access log ON (to a file), the collector tuned after start-up, as ``relaybox ser
   phone registers over HTTP and completes the connector's OAuth flow (client registration, consent
   page, the phone confirms the page's code, Allow, code exchange with PKCE and ``resource``), so
   every call carries a real access token through the auth gate (verification, audience, scopes) and
-  a database read of the account's devices.
+  asks the core for the account's devices. Nothing is written during the rounds (but for the
+  grant's last-use note now and then), so the device read is mostly answered from what the loop's
+  reader kept (``@reusable``: SQLite's ``data_version`` is checked on every call); traffic that
+  writes between two calls pays for the read.
 - bare: this file with ``--serve-baseline``: an ``MCPServer`` with one ``list_devices`` tool that
   returns a fixed listing of the same shape, mounted the same way (``streamable_http_app``, the same
   transport-security settings), without auth or storage.
