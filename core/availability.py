@@ -46,3 +46,21 @@ def as_unavailable(error: BaseException) -> RelayError | None:
         return None
     log.warning("%s unavailable: %s", service, type(error).__name__, extra={"service": service})
     return RelayError("unavailable", headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+class _DownAsUnavailable:
+    """``with DOWN_AS_UNAVAILABLE:`` raises an error that says a dependency is down as 503
+    ``unavailable`` instead (any other passes as it is). One reusable instance: ``Core.run`` is on
+    every hot path."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+        if isinstance(error, Exception):
+            unavailable = as_unavailable(error)
+            if unavailable is not None:
+                raise unavailable from error
+
+
+DOWN_AS_UNAVAILABLE = _DownAsUnavailable()

@@ -31,7 +31,7 @@ from core.adapters.limits.base import RateLimiter
 from core.adapters.push.base import PushTarget
 from core.adapters.push.router import PushRouter
 from core.adapters.storage.base import ObjectStore
-from core.availability import as_unavailable
+from core.availability import DOWN_AS_UNAVAILABLE
 from core.clock import Clock
 from core.credentials import CREDENTIALS_TOPIC, CredentialCache, device_tag, revocation_message
 from core.events import (
@@ -311,7 +311,7 @@ class Core:
 
     async def run(self, op: Any, principal: Principal, /, *args: Any, **kw: Any) -> Any:
         """Run ``op``; a dependency that does not answer becomes 503 ``unavailable`` for every door."""
-        try:
+        with DOWN_AS_UNAVAILABLE:
             if inspect.iscoroutinefunction(op):
                 return await op(self, principal, *args, **kw)
             read = await self._quick_read_on_loop(op, principal, args, kw) if self._on_loop(op) else None
@@ -323,11 +323,6 @@ class Core:
                 result, events = await anyio.to_thread.run_sync(
                     functools.partial(self._run_in_transaction, op, principal, args, kw)
                 )
-        except Exception as error:
-            unavailable = as_unavailable(error)
-            if unavailable is None:
-                raise
-            raise unavailable from error
         await self._after_commit(events)
         return result
 

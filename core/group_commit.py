@@ -119,9 +119,9 @@ class GroupCommitter:
             self._queued, self._writing = [], []
 
     @staticmethod
-    def _settle(writes: list[Write], error: BaseException | None) -> None:
+    def _settle(writes: list[Write], error: BaseException) -> None:
         """Wake the writers' callers; one without an outcome fails with ``error``."""
         for write in writes:
-            if not write.settled and error is not None:
+            if not write.settled:
                 write.failed(error)
             write.done.set()

@@ -14,7 +14,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, RateLimiter, WindowKind
-from core.availability import as_unavailable
+from core.availability import DOWN_AS_UNAVAILABLE
 from core.context import Core, Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
@@ -60,13 +60,8 @@ async def peek_ip_outside_transaction(core: Core, ip: str) -> None:
     if not core.limiter.blocking:
         check()
         return
-    try:
+    with DOWN_AS_UNAVAILABLE:
         await anyio.to_thread.run_sync(check)
-    except Exception as error:
-        unavailable = as_unavailable(error)
-        if unavailable is None:
-            raise
-        raise unavailable from error
 
 
 def refuse_ip_over_budget(limiter: RateLimiter, settings: Settings, ip: str, now: float) -> None:
