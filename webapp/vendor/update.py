@@ -26,6 +26,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.json"
@@ -60,6 +61,17 @@ PINS = (
 )
 
 
+class PackageEntry(TypedDict):
+    """One package in manifest.json."""
+
+    name: str
+    version: str
+    license: str
+    integrity: str  # the npm tarball's, "sha512-<base64>"
+    directory: str
+    files: dict[str, str]  # kept file → SHA-256 (hex)
+
+
 class VendorError(Exception):
     """A download or a committed file does not match what was pinned."""
 
@@ -73,10 +85,10 @@ def sri_sha512(data: bytes) -> str:
     return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode("ascii")
 
 
-def load_manifest(path: Path = MANIFEST) -> dict[str, dict[str, object]]:
+def load_manifest(path: Path = MANIFEST) -> dict[str, PackageEntry]:
     """The manifest's packages by directory name."""
-    document = json.loads(path.read_text(encoding="utf-8"))
-    return {entry["directory"]: entry for entry in document["packages"]}
+    entries: list[PackageEntry] = json.loads(path.read_text(encoding="utf-8"))["packages"]
+    return {entry["directory"]: entry for entry in entries}
 
 
 def committed_problems(root: Path = HERE) -> list[str]:
@@ -89,12 +101,11 @@ def committed_problems(root: Path = HERE) -> list[str]:
         entry = packages.get(pin.directory)
         if entry is None:
             continue
-        wanted = {"name": pin.name, "version": pin.version, "license": pin.license}
-        recorded = {key: entry.get(key) for key in wanted}
+        wanted = (pin.name, pin.version, pin.license)
+        recorded = (entry["name"], entry["version"], entry["license"])
         if recorded != wanted:
             problems.append(f"{pin.directory}: manifest says {recorded}, PINS {wanted}")
         files = entry["files"]
-        assert isinstance(files, dict)
         if sorted(files) != sorted((*pin.files, LICENSE)):
             problems.append(f"{pin.directory}: manifest files {sorted(files)} are not PINS + LICENSE")
         folder = root / pin.directory
@@ -150,9 +161,9 @@ def verify_against_registry() -> list[str]:
     with tempfile.TemporaryDirectory() as temporary:
         for pin in PINS:
             integrity, files = fetch(pin, Path(temporary))
-            entry = packages.get(pin.directory, {})
-            if entry.get("integrity") != integrity:
-                recorded = entry.get("integrity")
+            entry = packages.get(pin.directory)
+            recorded = entry["integrity"] if entry else None
+            if recorded != integrity:
                 problems.append(f"{pin.spec}: registry integrity {integrity}, manifest {recorded}")
             for name, data in files.items():
                 path = HERE / pin.directory / name
@@ -163,7 +174,7 @@ def verify_against_registry() -> list[str]:
 
 def write_all() -> None:
     """Download every pin and replace the vendor folders and the manifest."""
-    entries = []
+    entries: list[PackageEntry] = []
     with tempfile.TemporaryDirectory() as temporary:
         for pin in PINS:
             integrity, files = fetch(pin, Path(temporary))
