@@ -1,7 +1,8 @@
 """Real Chromium for the page tests: Debian's ``/usr/bin/chromium`` driven by Playwright's sync API
 (never a downloaded browser). Without it the tests skip, or fail with RELAYBOX_REQUIRE_SERVICES=1.
 
-``browser`` is one Chromium for the session; ``watched(page, origin)`` records what a page did
+``browser`` is one Chromium for the session (``chromium`` launches others, such as a persistent
+profile); ``watched(page, origin)`` records what a page did
 that a test asserts never happens: console errors and warnings, uncaught exceptions, Content
 Security Policy violations, and requests to any other origin (every request is recorded).
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Request, sync_playwright
+from playwright.sync_api import Browser, BrowserType, ConsoleMessage, Page, Request, sync_playwright
 
 from tests.services import unavailable
 
@@ -41,15 +42,21 @@ document.addEventListener("securitypolicyviolation", (event) => {
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
+def chromium() -> Iterator[BrowserType]:
+    """Playwright's Chromium type, for the session; launch it with ``CHROMIUM`` and ``CHROMIUM_ARGS``."""
     if not CHROMIUM.exists():
         unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} is missing (apt-get install chromium)"))
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
+        yield playwright.chromium
+
+
+@pytest.fixture(scope="session")
+def browser(chromium: BrowserType) -> Iterator[Browser]:
+    launched = chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    try:
+        yield launched
+    finally:
+        launched.close()
 
 
 @dataclass
