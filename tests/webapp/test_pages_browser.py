@@ -36,7 +36,7 @@ def test_the_landing_page_loads_clean_and_names_this_server(
     assert page.locator("html").get_attribute("lang") == "en"
     assert "phone" in page.get_by_role("heading", level=1).inner_text()
     example = page.locator("#curl-example").inner_text()
-    assert f"{live_server}/v1/send" in example and "Authorization: Bearer $RELAYBOX_TOKEN" in example
+    assert f"{live_server}/v1/send" in example and "Authorization: Bearer $TOKEN" in example
     assert page.get_by_role("link", name="Open the web app").first.get_attribute("href") == "/app/"
     assert page.get_by_role("link", name="The OpenAPI 3.1 document").get_attribute("href") == "/openapi.json"
     assert page.get_by_role("link", name="API documentation").get_attribute("href") == "/docs"
@@ -109,6 +109,9 @@ def test_the_docs_render_every_operation_of_the_served_document(
     assert "POST" in send.inner_text() and "/v1/send" in send.inner_text()
     assert "message_too_long" in send.inner_text()  # error codes are listed
     assert page.locator("#schema-SendRequest").count() == 1
+    rendered = page.get_by_role("main").inner_text()
+    assert "[object" not in rendered and "undefined" not in rendered
+    assert "at most 64 characters" in page.locator("#register_device").inner_text()
     assert f"{len(operations)} routes" in page.get_by_role("status").inner_text()
     assert watch.problems() == []
 

@@ -13,7 +13,7 @@ function el(tag, attributes = {}, ...children) {
     if (name === "className") element.className = value;
     else element.setAttribute(name, value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child !== null && child !== undefined) element.append(child);
   }
   return element;
@@ -51,23 +51,26 @@ function typeOf(schema) {
   return [schema.format ? `${type} (${schema.format})` : type];
 }
 
-/** Limits and defaults, in words. */
+/** A list of values as code, comma-separated. */
+function codes(values) {
+  return values.flatMap((value, i) => [i ? ", " : "", el("code", {}, String(value))]);
+}
+
+/** Limits, allowed values and the default, in words. */
 function constraints(schema) {
-  const notes = [];
-  const say = (key, words) => schema[key] !== undefined && notes.push(`${words} ${schema[key]}`);
-  say("minLength", "at least");
-  say("maxLength", "at most");
-  say("minimum", "minimum");
-  say("maximum", "maximum");
-  say("maxItems", "at most");
-  if (schema.minLength !== undefined || schema.maxLength !== undefined) notes.push("characters");
-  if (schema.pattern) notes.push(`matching ${schema.pattern}`);
-  const parts = notes.length ? [notes.join(", ")] : [];
-  if (schema.enum) parts.push(["one of ", ...schema.enum.flatMap((v, i) => [i ? ", " : "", el("code", {}, String(v))])]);
+  const parts = [];
+  const say = (key, words) => schema[key] !== undefined && parts.push([words.replace("N", schema[key])]);
+  say("minLength", "at least N characters");
+  say("maxLength", "at most N characters");
+  say("minimum", "minimum N");
+  say("maximum", "maximum N");
+  say("maxItems", "at most N items");
+  if (schema.pattern) parts.push(["matching ", el("code", {}, schema.pattern)]);
+  if (schema.enum) parts.push(["one of ", ...codes(schema.enum)]);
   if (schema.default !== undefined && schema.default !== null) {
     parts.push(["default ", el("code", {}, JSON.stringify(schema.default))]);
   }
-  return parts.flatMap((part, i) => (i ? ["; ", part] : [part]));
+  return parts.flatMap((part, i) => (i ? ["; ", ...part] : part));
 }
 
 /** The fields of an object schema as a list; nested inline objects one level down. */
@@ -123,7 +126,7 @@ function requestBody(api, operation) {
   const fields = fieldList(api, schema);
   return [
     el("h4", {}, "Request body"),
-    el("p", {}, "As ", types.flatMap((type, i) => [i ? ", " : "", el("code", {}, type)]), "."),
+    el("p", {}, "As ", codes(types), "."),
     fields || el("p", {}, typeOf(schema)),
   ];
 }
@@ -132,10 +135,7 @@ function responses(api, operation) {
   const items = Object.entries(operation.responses || {}).map(([code, response]) => {
     const description = response.description || "";
     const text = description.startsWith(ERROR_CODES)
-      ? description
-          .slice(ERROR_CODES.length)
-          .split(", ")
-          .flatMap((name, i) => [i ? ", " : "", el("code", {}, name)])
+      ? codes(description.slice(ERROR_CODES.length).split(", "))
       : rich(description);
     const content = response.content ? Object.values(response.content)[0] : null;
     const schema = content && content.schema && content.schema.$ref ? [" → ", ...typeOf(content.schema)] : [];
