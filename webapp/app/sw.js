@@ -4,7 +4,11 @@
  * relaybox wire code, so it can open envelopes (self.relayboxWire.openEnvelope) when it handles a
  * push; the push, notification and caching handlers come with the app's flows.
  */
-importScripts("/static/vendor/tweetnacl-1.0.3/nacl-fast.js", "/static/relaybox-wire-worker.js");
+importScripts(
+  "/static/vendor/tweetnacl-1.0.3/nacl-fast.js",
+  "/static/relaybox-wire-codec.js",
+  "/static/relaybox-wire-nacl.js",
+);
 
 self.addEventListener("install", (event) => {
   event.waitUntil(self.skipWaiting());

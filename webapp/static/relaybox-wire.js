@@ -1,6 +1,7 @@
 /*
- * relaybox wire code for the pages, an ES module: everything relaybox-wire-worker.js offers
- * (envelope v1, the safety number, canonical JSON, base64) plus file-transfer chunks
+ * relaybox wire code for the pages, an ES module: everything the classic scripts
+ * relaybox-wire-codec.js and relaybox-wire-nacl.js offer (canonical JSON, base64, envelope v1,
+ * the safety number; a service worker loads those two itself) plus file-transfer chunks
  * (docs/protocol.md "File-transfer chunks", core/domain/chunks.py): HKDF-SHA-256 key derivation
  * and XChaCha20-Poly1305 seal/open with the chunk nonce and associated data. The primitives are
  * the vendored libraries' (tweetnacl, @noble/ciphers, @noble/hashes); nothing here is one.
@@ -8,7 +9,8 @@
  *   import { openEnvelope, ChunkCipher } from "/static/relaybox-wire.js";
  */
 import "./vendor/tweetnacl-1.0.3/nacl-fast.js";
-import "./relaybox-wire-worker.js";
+import "./relaybox-wire-codec.js";
+import "./relaybox-wire-nacl.js";
 import { xchacha20poly1305 } from "./vendor/noble-ciphers-2.4.0/chacha.js";
 import { hkdf } from "./vendor/noble-hashes-2.4.0/hkdf.js";
 import { sha256 } from "./vendor/noble-hashes-2.4.0/sha2.js";
@@ -16,6 +18,7 @@ import { sha256 } from "./vendor/noble-hashes-2.4.0/sha2.js";
 const wire = globalThis.relayboxWire;
 
 export const {
+  defineError,
   ValueError,
   InvalidPublicKey,
   EnvelopeError,
@@ -26,6 +29,7 @@ export const {
   WIRE_VERSION,
   NONCE_LENGTH,
   MIN_LENGTH,
+  isBytes,
   utf8,
   fromUtf8,
   concatBytes,
@@ -66,11 +70,7 @@ const MAX_ID_BYTES = 0xffff;
 const FORMAT_BYTES = utf8(CHUNK_FORMAT);
 
 /** Every chunk failure: bad input, tampering, wrong index or finality (a ValueError, as in Python). */
-export class ChunkError extends ValueError {}
-Object.defineProperty(ChunkError, "name", { value: "ChunkError" });
-Object.defineProperty(ChunkError.prototype, "name", { value: "ChunkError", writable: true });
-
-const isBytes = (value) => value instanceof Uint8Array;
+export const ChunkError = defineError("ChunkError", ValueError);
 
 function encodeId(value, name) {
   if (typeof value !== "string") throw new ChunkError(`${name} must be a string`);
