@@ -1,7 +1,7 @@
 """Real Chromium for the page tests: Debian's ``/usr/bin/chromium`` driven by Playwright's sync API
 (never a downloaded browser). Without it the tests skip, or fail with RELAYBOX_REQUIRE_SERVICES=1.
 
-``browser`` is one Chromium for the session (``chromium`` launches others, such as a persistent
+``browser`` is one Chromium for a test (``chromium`` launches others, such as a persistent
 profile); ``watched(page, origin)`` records what a page did
 that a test asserts never happens: console errors and warnings, uncaught exceptions, Content
 Security Policy violations, and requests to any other origin (every request is recorded).
@@ -41,16 +41,17 @@ document.addEventListener("securitypolicyviolation", (event) => {
 """
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def chromium() -> Iterator[BrowserType]:
-    """Playwright's Chromium type, for the session; launch it with ``CHROMIUM`` and ``CHROMIUM_ARGS``."""
+    """Playwright's Chromium type; launch it with ``CHROMIUM`` and ``CHROMIUM_ARGS``. Per test: the
+    sync API keeps an event loop running while it is open, which the async tests cannot share."""
     if not CHROMIUM.exists():
         unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} is missing (apt-get install chromium)"))
     with sync_playwright() as playwright:
         yield playwright.chromium
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser(chromium: BrowserType) -> Iterator[Browser]:
     launched = chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
     try:
