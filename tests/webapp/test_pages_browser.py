@@ -13,6 +13,7 @@ from playwright.sync_api import BrowserContext, BrowserType, Page, ViewportSize
 
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, watched
 from tests.webapp.accessibility import focusable, low_contrast, tab_through
+from webapp.assets import CONTENT_SECURITY_POLICY, IMMUTABLE, REVALIDATE
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 PAGES = ["/", "/docs", "/app/", "/app/no-such-page"]
@@ -91,6 +92,24 @@ def test_every_page_has_readable_contrast(
     assert low_contrast(page) == []
     assert page.locator("html").get_attribute("lang") == "en"
     assert page.get_by_role("main").count() == 1
+
+
+def test_every_file_a_page_loads_arrives_with_its_cache_policy_and_the_policy(
+    live_server: str, context: BrowserContext
+) -> None:
+    page = context.new_page()
+    arrived: dict[str, dict[str, str]] = {}
+    page.on("response", lambda response: arrived.setdefault(response.url, response.headers))
+    page.goto(live_server + "/app/")
+    page.evaluate("async () => { await import('/static/relaybox-wire.js'); }")
+    page.wait_for_load_state("networkidle")
+    kinds = {url.rsplit(".", 1)[-1] if "." in url.rsplit("/", 1)[-1] else "page" for url in arrived}
+    assert {"page", "css", "js", "svg"} <= kinds, kinds
+    assert any("/static/vendor/" in url for url in arrived)
+    for url, headers in arrived.items():
+        assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY, url
+        assert headers["x-content-type-options"] == "nosniff", url
+        assert headers["cache-control"] == (IMMUTABLE if "/static/vendor/" in url else REVALIDATE), url
 
 
 def test_the_docs_render_every_operation_of_the_served_document(
