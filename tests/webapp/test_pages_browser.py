@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, BrowserType, Page, ViewportSize
+from playwright.sync_api import BrowserContext, BrowserType, Page, Response, ViewportSize
 
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, watched
 from tests.webapp.accessibility import focusable, low_contrast, tab_through
@@ -99,7 +99,11 @@ def test_every_file_a_page_loads_arrives_with_its_cache_policy_and_the_policy(
 ) -> None:
     page = context.new_page()
     arrived: dict[str, dict[str, str]] = {}
-    page.on("response", lambda response: arrived.setdefault(response.url, response.headers))
+
+    def note(response: Response) -> None:
+        arrived[response.url] = response.headers
+
+    page.on("response", note)
     page.goto(live_server + "/app/")
     page.evaluate("async () => { await import('/static/relaybox-wire.js'); }")
     page.wait_for_load_state("networkidle")
