@@ -1,4 +1,4 @@
-"""create_app(): THE composition root — one ASGI app serving /v1, /oauth and /mcp."""
+"""create_app(): THE composition root — one ASGI app serving /v1, /oauth, /mcp and the web pages."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from core.settings import Settings
 from oauth.maintenance import sweep_oauth
 from oauth.routes import oauth_routes
 from oauth.tokens import verify_access_token
+from webapp.routes import web_routes
 
 log = logging.getLogger("relaybox")
 SWEEP_INTERVAL_S = 60
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         *api_routes(core),
         *authorization_server,
         metrics.route(),
+        *web_routes(),  # last: the landing page, /docs, /static/ and the web app under /app/
     ]
 
     @asynccontextmanager

@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, Router
 
+from core.api.errors import PLAIN_NOT_FOUND
 from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
@@ -48,7 +49,8 @@ def oauth_routes(core: Core) -> list[BaseRoute]:
     flow = ConsentFlow(core, server)
     endpoints = TokenEndpoints(core, server)
     return [
-        Mount("/.well-known", routes=discovery_routes(issuer)),
+        # An unknown discovery document is a plain 404 (clients probe several), not the JSON one.
+        Mount("/.well-known", app=Router(discovery_routes(issuer), default=PLAIN_NOT_FOUND)),
         Mount(
             "/oauth",
             routes=[

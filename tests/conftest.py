@@ -18,6 +18,7 @@ from core.clock import ManualClock
 from core.context import Core
 from core.settings import Settings, explicit_settings
 from core.store.database import make_engine
+from tests.browser import browser, chromium  # noqa: F401  (Chromium, for every page test)
 from tests.fakes.fcm_server import FakeFcm
 from tests.fakes.webpush_server import FakeWebPushService
 from tests.live import serve_in_thread

@@ -1,22 +1,27 @@
 """The architecture's import rules, checked on the source: core ← oauth ← connector; client uses
-only core.domain; third-party libraries stay in their home modules."""
+only core.domain; webapp (the web pages) only Starlette and the standard library, reaching the core
+through the /v1 routes like any device; third-party libraries stay in their home modules."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "oauth", "connector", "client")
+PACKAGES = ("core", "oauth", "connector", "client", "webapp")
 # package → project packages it must not import
 FORBIDDEN = {
-    "core": {"oauth", "connector", "client"},
-    "oauth": {"connector", "client"},
+    "core": {"oauth", "connector", "client", "webapp"},
+    "oauth": {"connector", "client", "webapp"},
     "connector": set(),
-    "client": {"oauth", "connector"},
+    "client": {"oauth", "connector", "webapp"},
+    "webapp": {"core", "oauth", "connector", "client"},
 }
+# package → the only top-level modules it may import besides its own and the standard library
+ONLY_THIRD_PARTY = {"webapp": {"starlette"}}
 # third-party module → where it may be imported (path prefixes)
 HOMES = {
     "authlib": ("oauth/",),
@@ -56,7 +61,10 @@ def test_imports_point_one_way_and_libraries_stay_home(path: Path) -> None:
             assert name == "core.domain" or name.startswith("core.domain."), f"{relative} imports {name}"
         if top in HOMES:
             assert relative.startswith(HOMES[top]), f"{relative} imports {top}, which lives in {HOMES[top]}"
+        if package in ONLY_THIRD_PARTY and top != package and top not in sys.stdlib_module_names:
+            assert top in ONLY_THIRD_PARTY[package], f"{relative} imports {name}"
 
 
 def test_the_rule_checker_sees_imports() -> None:
     assert "core.domain.keys" in imports_of(ROOT / "core" / "services" / "devices.py")
+    assert "starlette.routing" in imports_of(ROOT / "webapp" / "routes.py")

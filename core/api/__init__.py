@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute, Route
 
 from core.api import devices, grants, health, pairing, phone, pushover, relay, send, tokens, transfers
+from core.api.errors import PLAIN_NOT_FOUND
 from core.api.health import openapi_response
 from core.api.openapi import build_openapi
 from core.api.routing import Endpoint
@@ -25,8 +26,8 @@ BASE_ENDPOINTS: list[Endpoint] = [
 
 
 def endpoints(settings: Settings) -> list[Endpoint]:
-    """Every route the settings turn on (documents only when enabled: otherwise a plain 404; the
-    object routes only for the embedded store)."""
+    """Every route the settings turn on (documents only when enabled: otherwise ``api_routes``
+    answers a plain 404 there; the object routes only for the embedded store)."""
     return [*BASE_ENDPOINTS, *phone.endpoints(settings), *transfers.object_endpoints(settings)]
 
 
@@ -38,4 +39,6 @@ def api_routes(core: Core) -> list[BaseRoute]:
     routes.append(
         Route("/openapi.json", openapi_response(document), methods=["GET"], include_in_schema=False)
     )
+    if not core.settings.documents_enabled:  # every method: a plain 404, unlike an unknown path's JSON
+        routes.append(Route(phone.DOCUMENTS_PATH, PLAIN_NOT_FOUND, include_in_schema=False))
     return routes

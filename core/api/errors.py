@@ -35,10 +35,15 @@ async def relay_error_handler(_request: Request, exc: Exception) -> Response:
     return render(exc)
 
 
+# The few routes whose contract is a bodiless 404 (the disabled documents route, an unknown
+# discovery document) answer with this app; one instance serves every request (it keeps no state).
+PLAIN_NOT_FOUND = Response(status_code=404)
+
+
 async def http_error_handler(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
-        return Response(status_code=404)  # plain, bodiless: an unknown route says nothing more
+        return render(RelayError("not_found"))  # an unknown path, in the standard shape
     if exc.status_code == 405:
         return render(RelayError("method_not_allowed", headers=dict(exc.headers or {})))
     return Response(status_code=exc.status_code, headers=exc.headers)

@@ -14,6 +14,7 @@ from core.services.auth import Accept
 from core.settings import Settings
 
 CALLERS = Accept.SENDER_TOKEN  # connector grants reach the same operations in process
+DOCUMENTS_PATH = "/v1/documents"  # the public POST; while disabled, any call gets a plain 404
 GATED = ("no_phone_device", "phone_app_outdated", "rate_limit_exceeded", "insufficient_scope")
 
 
@@ -158,7 +159,7 @@ def endpoints(settings: Settings) -> list[Endpoint]:
         listed.append(
             Endpoint(
                 "POST",
-                "/v1/documents",
+                DOCUMENTS_PATH,
                 send_document,
                 "Send a text document into the phone's Downloads",
                 auth=CALLERS,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -359,6 +360,18 @@ def test_the_dockerfile_copies_what_exists_and_the_ignore_file_lets_it_through()
             for source in sources:
                 assert (REPO / source).exists(), source
                 assert source.rstrip("/") in allowed, f"{source} is excluded by the ignore file"
+
+
+def test_the_dockerfile_copies_every_package_the_project_installs() -> None:
+    found = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = {pattern.rstrip("*") for pattern in found["include"]}
+    copied = {
+        source.rstrip("/")
+        for keyword, arguments in dockerfile()
+        if keyword == "COPY" and not arguments.startswith("--from")
+        for source in arguments.split()[:-1]
+    }
+    assert packages <= copied, packages - copied
 
 
 def test_legacy_mcp_sessions_stay_on_one_pod_through_the_service_and_the_ingress() -> None:

@@ -1,51 +1,26 @@
 """The consent page in a real browser: Debian's Chromium driven by Playwright (never a downloaded
-browser). The page shows a code; the virtual phone confirms it; the page notices by itself, one
-scope is unticked, Allow lands on the client's redirect with a code, and the code exchanges for a
-token with exactly the scopes left ticked. A screenshot is kept in ``test-artifacts/``."""
+browser; the ``browser`` fixture is ``tests/browser.py``'s). The page shows a code; the virtual
+phone confirms it; the page notices by itself, one scope is unticked, Allow lands on the client's
+redirect with a code, and the code exchanges for a token with exactly the scopes left ticked. A
+screenshot is kept in ``test-artifacts/``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Route, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Route
 
 from client import phone as virtual_phone
+from tests.browser import ARTIFACTS
 from tests.oauth.flow import ALL_SCOPES, ISSUER, REDIRECT_URI, Authorization, exchange, register_client
-from tests.services import unavailable
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.fixture
 def database_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'relaybox.db'}"  # the browser test runs on SQLite only
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} is missing (apt-get install chromium)"))
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def test_a_person_approves_a_client_in_the_browser_with_the_virtual_phone(

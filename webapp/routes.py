@@ -1,0 +1,58 @@
+"""The browser-facing routes: the landing page at ``/``, the readable API docs at ``/docs``, shared
+files under ``/static/`` (styles, scripts, the wire modules and the vendored cryptography under
+``/static/vendor/``) and the installable web app under ``/app/`` (scope of its service worker).
+
+The pages reach the core only through the ``/v1`` routes any device uses. An unknown file under
+``/static/`` raises the app's 404 (JSON, like any unknown path: assets are not pages); an unknown
+path under ``/app/`` gets the readable HTML not-found page, since a person is looking at it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from webapp.assets import PACKAGE, Asset, read_asset, read_folder, read_vendor
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+APP_INDEX = "index.html"
+
+
+def web_routes(package: Path = PACKAGE) -> list[BaseRoute]:
+    """The routes, with every file read now (a missing or unservable file fails here, at start-up)."""
+    pages = package / "pages"
+    static = read_folder(package / "static")
+    static |= {f"vendor/{path}": asset for path, asset in read_vendor(package / "vendor").items()}
+    app = read_folder(package / "app")
+    not_found = read_asset(pages / "not-found.html")
+
+    async def static_file(request: Request) -> Response:
+        asset = static.get(request.path_params["path"])
+        if asset is None:
+            raise HTTPException(status_code=404)
+        return asset.respond(request)
+
+    async def app_file(request: Request) -> Response:
+        asset = app.get(request.path_params["path"] or APP_INDEX)
+        if asset is None:
+            return not_found.respond(request, status_code=404)
+        return asset.respond(request)
+
+    return [
+        Route("/", _page(read_asset(pages / "index.html")), methods=["GET"]),
+        Route("/docs", _page(read_asset(pages / "docs.html")), methods=["GET"]),
+        Route("/static/{path:path}", static_file, methods=["GET"]),
+        Route("/app/{path:path}", app_file, methods=["GET"]),
+    ]
+
+
+def _page(asset: Asset) -> Endpoint:
+    async def page(request: Request) -> Response:
+        return asset.respond(request)
+
+    return page
