@@ -35,15 +35,19 @@ async def relay_error_handler(_request: Request, exc: Exception) -> Response:
     return render(exc)
 
 
-# The few routes whose contract is a bodiless 404 (the disabled documents route, an unknown
-# discovery document) answer with this app; one instance serves every request (it keeps no state).
+# The paths whose contract is a bodiless 404 answer with this app: an unknown route of the API
+# (the spec's "a plain 404 with no body"), the disabled documents route (which must look exactly
+# like one) and an unknown discovery document. One instance serves every request (it keeps no state).
 PLAIN_NOT_FOUND = Response(status_code=404)
+API_PREFIX = "/v1/"
 
 
-async def http_error_handler(_request: Request, exc: Exception) -> Response:
+async def http_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
-        return render(RelayError("not_found"))  # an unknown path, in the standard shape
+        if request.url.path.startswith(API_PREFIX):
+            return PLAIN_NOT_FOUND  # an unknown API route says nothing more
+        return render(RelayError("not_found"))  # any other unknown path, in the standard shape
     if exc.status_code == 405:
         return render(RelayError("method_not_allowed", headers=dict(exc.headers or {})))
     return Response(status_code=exc.status_code, headers=exc.headers)

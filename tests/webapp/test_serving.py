@@ -78,7 +78,7 @@ def test_head_answers_the_headers_without_the_body(client: TestClient) -> None:
     assert int(head.headers["content-length"]) == len(client.get("/static/site.css").content)
 
 
-UNKNOWN_PATHS = ["/nowhere", "/v1/nowhere", "/static/nowhere.js", "/oauth/nowhere", "/docs/x"]
+UNKNOWN_PATHS = ["/nowhere", "/static/nowhere.js", "/oauth/nowhere", "/docs/x", "/v1"]
 
 
 @pytest.mark.parametrize("path", UNKNOWN_PATHS)
@@ -87,6 +87,15 @@ def test_an_unknown_path_is_a_json_404_in_the_standard_shape(client: TestClient,
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/json"
     assert response.json() == {"error": {"code": "not_found", "message": "Not found."}}
+
+
+@pytest.mark.parametrize("path", ["/v1/nowhere", "/v1/documents", "/v1/devices/me/nowhere"])
+def test_an_unknown_api_route_is_a_bodiless_404_like_the_disabled_documents_route(
+    client: TestClient, path: str
+) -> None:
+    for method in ("GET", "POST", "DELETE"):
+        response = client.request(method, path)
+        assert (response.status_code, response.content) == (404, b"")
 
 
 def test_an_unknown_page_under_the_app_is_a_readable_html_404(client: TestClient) -> None:
