@@ -129,6 +129,7 @@ class QueuedEnvelope(SQLModel, table=True):
     """One opaque blob waiting for its recipient device, ordered by ``seq``."""
 
     __tablename__ = "queued_envelopes"
+    __table_args__ = {"sqlite_autoincrement": True}  # a seq is never handed out twice
 
     seq: int | None = Field(default=None, primary_key=True)
     recipient_device_id: str = Field(index=True, max_length=36)
@@ -137,6 +138,9 @@ class QueuedEnvelope(SQLModel, table=True):
     blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     created_at: int
     expires_at: int = Field(index=True)
+    # A keyed digest naming what a pinned entry is about (a reminder's id): pinned entries are
+    # never trimmed to the newest 200, and a later entry can find the earlier one (a cancel, its set).
+    tag: str | None = Field(default=None, max_length=64)
 
 
 class Interaction(SQLModel, table=True):

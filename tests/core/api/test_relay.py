@@ -108,6 +108,20 @@ def test_the_queue_keeps_the_newest_200(client: TestClient, core: Core) -> None:
     assert [row.seq for row in queued(core, computer)] == seqs[-200:]
 
 
+def test_a_deleted_newest_entry_never_gives_its_seq_to_the_next_one(client: TestClient, core: Core) -> None:
+    """SQLite handed the largest rowid + 1 to a new row: once the newest entry was deleted (expired
+    and swept, say), the next one got its seq, and a device that had seen the first skipped it."""
+    phone = register_phone(client)
+    computer = pair_computer(client, phone)
+    first = post(client, phone, computer).json()["seq"]  # type: ignore[attr-defined]
+    with Session(core.engine) as session:
+        session.exec(select(QueuedEnvelope)).all()
+        session.delete(session.get(QueuedEnvelope, first))
+        session.commit()
+    second = post(client, phone, computer).json()["seq"]  # type: ignore[attr-defined]
+    assert second > first
+
+
 def test_queued_items_expire_after_their_ttl(client: TestClient, core: Core, clock: ManualClock) -> None:
     phone = register_phone(client)
     computer = pair_computer(client, phone)
