@@ -39,11 +39,16 @@ class DeviceListing(BaseModel):
 class ReminderSet(BaseModel):
     reminder_id: str = Field(description="Pass it to cancel_reminder")
     fire_at: int = Field(description="Epoch seconds the phone will fire at")
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(
+        default_factory=list, description="Why delivery to the phone is uncertain; tell the user"
+    )
 
 
 class CancelRequested(BaseModel):
     status: Literal["cancel_requested"] = "cancel_requested"
+    warnings: list[str] = Field(
+        default_factory=list, description="Why delivery to the phone is uncertain; tell the user"
+    )
 
 
 class ApprovalRequested(BaseModel):

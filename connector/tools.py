@@ -104,7 +104,8 @@ def register_tools(mcp: MCPServer, core: Core, principal: PrincipalSource) -> No
 
         Use it only when the user asked to be notified or a long task they are waiting on finished;
         not for ordinary replies in the conversation. The text is encrypted to each device; the
-        result lists the devices it went to and any fields that were trimmed.
+        result lists the devices it went to and any fields that were trimmed. When ``device``
+        names no device at all, nothing is sent and the call fails with ``no_matching_device``.
         """
         fields = {
             "message": message,
@@ -136,12 +137,19 @@ def register_tools(mcp: MCPServer, core: Core, principal: PrincipalSource) -> No
         message: Annotated[
             str, Field(min_length=1, max_length=500, description="What to remind the user of")
         ],
-        at: Annotated[int, Field(description="Unix epoch seconds, 60 s to 365 days from now")],
+        at: Annotated[
+            int | str,
+            Field(
+                description="When, 60 s to 365 days from now: Unix epoch seconds, or an ISO 8601 "
+                "date-time with the user's UTC offset, e.g. 2026-12-24T18:00:00+01:00"
+            ),
+        ],
     ) -> outputs.ReminderSet:
         """Set a reminder that the phone fires by itself at ``at``.
 
-        The server keeps nothing about it; the setup is pushed once and delivery is best-effort.
-        Keep the returned reminder_id if the user may want to cancel it.
+        The server keeps only the encrypted setup, queued until the phone has it. If ``warnings``
+        is not empty, delivery is uncertain (the phone is offline, say): tell the user. Keep the
+        returned reminder_id if the user may want to cancel it.
         """
         body = reminders.ReminderCreate(message=message, at=at)
         out = await core.run(reminders.create_reminder, principal(), body=body, ip=ip())
@@ -157,9 +165,10 @@ def register_tools(mcp: MCPServer, core: Core, principal: PrincipalSource) -> No
         reminder_id: Annotated[str, Field(description="The rmd_… id remind_me returned")],
     ) -> outputs.CancelRequested:
         """Ask the phone to cancel a reminder. Always answers cancel_requested for a well-formed id:
-        the server never stored the reminder, so it cannot confirm it existed."""
-        await core.run(reminders.cancel_reminder, principal(), reminder_id=reminder_id, ip=ip())
-        return outputs.CancelRequested()
+        the server cannot read the reminders it queued, so it cannot confirm one existed. If
+        ``warnings`` is not empty, the phone may not get the cancel in time: tell the user."""
+        out = await core.run(reminders.cancel_reminder, principal(), reminder_id=reminder_id, ip=ip())
+        return outputs.CancelRequested(warnings=out.warnings or [])
 
     @mcp.tool(
         title="Ask for approval", annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True)

@@ -61,10 +61,11 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "invalid_markdown": ErrorSpec(400, "markdown must be true or false."),
     "invalid_ttl": ErrorSpec(400, "ttl must be a number of seconds."),
     "invalid_device": ErrorSpec(400, "device must be a name, an id, or a comma list."),
+    "no_matching_device": ErrorSpec(400, "No device of this account matches device; nothing was sent."),
     "payload_too_large": ErrorSpec(413, "The notification is larger than 2048 bytes once serialized."),
     "priority_emergency_unsupported": ErrorSpec(400, "Emergency priority (2) is not supported."),
     # Phone operations.
-    "fire_at_too_soon": ErrorSpec(400, "at must be at least 60 seconds from now."),
+    "fire_at_too_soon": ErrorSpec(400, "at is too soon (the minimum lead is in details)."),
     "fire_at_too_far": ErrorSpec(400, "at must be at most 365 days from now."),
     "invalid_reminder_id": ErrorSpec(400, "A reminder id is rmd_ followed by 32 lowercase hex characters."),
     "invalid_wait": ErrorSpec(400, "wait must be a whole number of seconds."),

@@ -5,7 +5,6 @@ envelopes. Operations call these inside their transaction; pushes leave after co
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,7 +15,7 @@ from core.adapters.push.base import PushMessage, PushTarget, WebPushSubscription
 from core.context import Tx
 from core.domain import payloads
 from core.domain.canonical import canonical_json
-from core.events import EnvelopeQueued, Published, PushRequested, device_topic
+from core.events import EnvelopeQueued, PushRequested
 from core.services.queue_wake import wake_message
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, QueuedEnvelope, WebPushSubscriptionRow
@@ -24,7 +23,7 @@ from core.store.tables import Device, QueuedEnvelope, WebPushSubscriptionRow
 QUEUE_CAP = 200
 QUEUE_LIFETIME_S = 86_400  # device-to-device envelopes
 NOTIFICATION_LIFETIME_S = 259_200  # server-composed notifications may wait up to their 72 h ttl
-LIVE_GRACE_S = 30  # a ttl of 0 still gives open streams this long to read the entry
+LIVE_GRACE_S = 30  # a ttl of 0 still gives open streams this long to read the entry (decisions.md)
 SERVER_SENDER = "server"
 
 
@@ -45,7 +44,10 @@ class Recipient(Protocol):
 class Delivery:
     device_id: str
     seq: int | None  # set when the message was queued
-    pushed: bool  # a push service (FCM, web push) was asked to carry it
+    pushed: bool  # a push service (FCM, web push) carries it
+    # With ``awaited=True``: the push the caller sends itself after commit, to learn how it went
+    # (``core.services.delivery_warnings``); otherwise pushes leave in the background.
+    awaited_push: tuple[PushTarget, PushMessage] | None = None
 
 
 def enqueue(
@@ -57,9 +59,11 @@ def enqueue(
     blob: bytes,
     ttl_s: int,
     max_lifetime_s: int = QUEUE_LIFETIME_S,
+    tag: str | None = None,
 ) -> int:
-    """Append a blob to a device's queue (newest 200 kept, ``ttl_s`` up to ``max_lifetime_s``) and
-    wake its streams."""
+    """Append a blob to a device's queue (``ttl_s`` up to ``max_lifetime_s``) and wake its streams.
+    The newest 200 untagged entries are kept; a tagged (pinned) entry is never trimmed, only
+    expired (``core.services.reminders`` bounds how many a device may have)."""
     # Serialise enqueues per recipient (a row lock on PostgreSQL) so that, for each device, sequence
     # order is commit order and a stream reading "seq > last" can never step over a late commit.
     if tx.session.get_bind().dialect.name != "sqlite":  # SQLite writers are serial already
@@ -78,7 +82,8 @@ def enqueue(
         type=type,
         blob=blob,
         created_at=now,
-        expires_at=now + max(LIVE_GRACE_S, min(ttl_s, max_lifetime_s)),
+        expires_at=now + (min(ttl_s, max_lifetime_s) if ttl_s > 0 else LIVE_GRACE_S),
+        tag=tag,
     )
     _TRIM.rows(connection, recipient=recipient_device_id)
     wake = wake_message(seq=int(seq), prev=int(prev), sender=sender, type=type, blob=blob)
@@ -98,6 +103,7 @@ _INSERT = PreparedStatement(
         blob=bindparam("blob"),
         created_at=bindparam("created_at"),
         expires_at=bindparam("expires_at"),
+        tag=bindparam("tag"),
     )
     .returning(_QUEUE.c.seq)
 )
@@ -105,18 +111,12 @@ _INSERT = PreparedStatement(
 _LATEST = PreparedStatement(
     select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
 )
+_UNPINNED = (_QUEUE.c.recipient_device_id == bindparam("recipient")) & _QUEUE.c.tag.is_(None)
 _OLDEST_KEPT = (
-    select(_QUEUE.c.seq)
-    .where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
-    .order_by(_QUEUE.c.seq.desc())
-    .offset(QUEUE_CAP - 1)
-    .limit(1)
-    .scalar_subquery()
-)
-# Keep the newest QUEUE_CAP entries: one DELETE below the cap's oldest survivor.
-_TRIM = PreparedStatement(
-    delete(_QUEUE).where(_QUEUE.c.recipient_device_id == bindparam("recipient"), _QUEUE.c.seq < _OLDEST_KEPT)
-)
+    select(_QUEUE.c.seq).where(_UNPINNED).order_by(_QUEUE.c.seq.desc()).offset(QUEUE_CAP - 1).limit(1)
+).scalar_subquery()
+# Keep the newest QUEUE_CAP unpinned entries: one DELETE below the cap's oldest survivor.
+_TRIM = PreparedStatement(delete(_QUEUE).where(_UNPINNED, _QUEUE.c.seq < _OLDEST_KEPT))
 
 
 def push_target(tx: Tx, device: Recipient) -> PushTarget:
@@ -134,28 +134,24 @@ def push_target(tx: Tx, device: Recipient) -> PushTarget:
     )
 
 
-def request_push(tx: Tx, target: PushTarget, message: PushMessage, *, store: bool = True) -> bool:
-    """Hand a push to the device's push service after commit. A device without one gets it on its
-    open ``/v1/sync`` stream: ``store=True`` keeps it on the queue for ``ttl_s`` (store-and-forward,
-    as FCM does); ``store=False`` (ring, reminders: nothing retained) reaches only open streams.
-
-    Returns whether a push service (rather than the stream) carries it.
-    """
+def request_push(tx: Tx, target: PushTarget, message: PushMessage, *, awaited: bool = False) -> Delivery:
+    """Hand a push to the device's push service after commit. A device without one gets it from
+    its queue, kept for the message's ``ttl_s`` (store-and-forward, as FCM does): an open
+    ``/v1/sync`` stream at once, a closed one when it reconnects. ``awaited``: see ``Delivery``."""
     if tx.push_available(target):
+        if awaited:
+            return Delivery(target.device_id, None, True, (target, message))
         tx.emit(PushRequested(target, message))
-        return True
-    if store:
-        enqueue(
-            tx,
-            target.device_id,
-            sender=SERVER_SENDER,
-            type="push",
-            blob=canonical_json(message.data()),
-            ttl_s=message.ttl_s,
-        )
-    else:
-        tx.emit(Published(device_topic(target.device_id), json.dumps({"push": message.data()})))
-    return False
+        return Delivery(target.device_id, None, True)
+    seq = enqueue(
+        tx,
+        target.device_id,
+        sender=SERVER_SENDER,
+        type="push",
+        blob=canonical_json(message.data()),
+        ttl_s=message.ttl_s,
+    )
+    return Delivery(target.device_id, seq, False)
 
 
 def send_server_message(
@@ -167,36 +163,38 @@ def send_server_message(
     push_type: str | None,
     ttl_s: int,
     high_priority: bool,
-    queue: bool = True,
     max_lifetime_s: int = QUEUE_LIFETIME_S,
+    tag: str | None = None,
+    awaited: bool = False,
 ) -> Delivery:
-    """Encrypt a server-composed payload once to ``device`` and send it.
-
-    ``queue=True``: the envelope goes on the device's queue; a device with a push service is also
-    pushed — inline as ``push_type`` when it fits the 4 KB limit, else (or when ``push_type`` is
-    None) as a ``notify`` wake-up after which the device fetches its queue.
-    ``queue=False`` (nothing may be retained): an inline push only.
-    """
+    """Encrypt a server-composed payload once to ``device``, put the envelope on its queue (for up
+    to ``ttl_s``, at most ``max_lifetime_s``; ``tag`` pins it, see ``enqueue``) and, for a device
+    with a push service, push it too — inline as ``push_type`` when it fits the 4 KB limit, else
+    (or when ``push_type`` is None) as a ``notify`` wake-up after which the device fetches its
+    queue. A device without one is woken on its open stream by the queue event. ``awaited``: see
+    ``Delivery``."""
     blob = tx.keys.seal_to(base64.b64decode(device.public_key), payloads.encode(payload))
-    blob_b64 = base64.b64encode(blob).decode()
-    if not queue:
-        if push_type is None:
-            raise ValueError("an unqueued message must be pushed inline")
-        inline = PushMessage(push_type, {"msgId": msg_id, "payload": blob_b64}, high_priority, ttl_s)
-        return Delivery(
-            device.device_id, None, request_push(tx, push_target(tx, device), inline, store=False)
-        )
     seq = enqueue(
-        tx, device.device_id, sender=SERVER_SENDER, type=str(payload["type"]), blob=blob, ttl_s=ttl_s
+        tx,
+        device.device_id,
+        sender=SERVER_SENDER,
+        type=str(payload["type"]),
+        blob=blob,
+        ttl_s=ttl_s,
+        max_lifetime_s=max_lifetime_s,
+        tag=tag,
     )
     target = push_target(tx, device)
     if not tx.push_available(target):
-        return Delivery(device.device_id, seq, False)  # its open stream is woken by the queue event
+        return Delivery(device.device_id, seq, False)
     wake = {"msgId": msg_id, "seqId": str(seq)}
     message = PushMessage("notify", wake, high_priority, ttl_s)
     if push_type is not None:
-        inline = PushMessage(push_type, wake | {"payload": blob_b64}, high_priority, ttl_s)
+        inline_fields = wake | {"payload": base64.b64encode(blob).decode()}
+        inline = PushMessage(push_type, inline_fields, high_priority, ttl_s)
         if inline.encoded_size() <= target.data_limit:
             message = inline
+    if awaited:
+        return Delivery(device.device_id, seq, True, (target, message))
     tx.emit(PushRequested(target, message))
     return Delivery(device.device_id, seq, True)

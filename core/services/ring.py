@@ -1,4 +1,5 @@
-"""Ringing the phone: a high-priority, fire-and-forget ``ring`` push (no queue entry, no retry)."""
+"""Ringing the phone: a high-priority, fire-and-forget ``ring`` push. A phone without a push
+service gets it from its queue, where it lives only as long as the ring would last."""
 
 from __future__ import annotations
 
@@ -8,18 +9,17 @@ from typing import Literal
 from pydantic import Field
 
 from core.adapters.limits.base import LimitState
-from core.adapters.push.base import PushMessage, PushOutcome, PushTarget
+from core.adapters.push.base import PushMessage
 from core.context import Core, Tx, read_only
 from core.errors import RelayError
 from core.principal import SCOPE_PHONE_CONTROL, Principal
 from core.services.capability import Feature, account_phone, gate
-from core.services.delivery import push_target, request_push
+from core.services.delivery import Delivery, push_target, request_push
+from core.services.delivery_warnings import settle
 from core.services.limits import Limited, charge_send_class
 from core.store.tables import Device
 
-NO_REGISTRATION = "the phone has no push registration; the ring goes only to an open stream"
-NOT_CONNECTED = "the phone has no push registration and no open stream: the ring was dropped"
-PUSH_FAILED = "the push service did not accept the ring"
+NO_REGISTRATION = "the phone has no push registration; the ring goes to its open stream"
 
 
 class RingOut(Limited):
@@ -29,9 +29,7 @@ class RingOut(Limited):
 
 @dataclass(frozen=True)
 class RingPlan:
-    target: PushTarget
-    message: PushMessage
-    via_push_service: bool
+    delivery: Delivery
     warnings: list[str]
     rate_limit: LimitState
 
@@ -45,17 +43,12 @@ def prepare_ring(tx: Tx, principal: Principal, *, device_id: str, ip: str) -> Ri
         raise RelayError("no_phone_device", "That device is not a phone.")
     warnings = gate(tx, device, Feature.RING)
     rate_limit, _ = charge_send_class(tx, principal, ip)
-    target = push_target(tx, device)
-    message = PushMessage(
-        "ring",
-        {"durationS": str(tx.settings.ring_duration_s)},
-        high_priority=True,
-        ttl_s=tx.settings.ring_duration_s,
-    )
-    via_push_service = tx.push_available(target)
-    if not via_push_service:
-        request_push(tx, target, message, store=False)
-    return RingPlan(target, message, via_push_service, warnings, rate_limit)
+    duration = tx.settings.ring_duration_s
+    # A phone without a push service finds the ring in its queue, kept only as long as it would
+    # ring: one that connects later than that does not ring for a search long over.
+    message = PushMessage("ring", {"durationS": str(duration)}, high_priority=True, ttl_s=duration)
+    delivery = request_push(tx, push_target(tx, device), message, awaited=True)
+    return RingPlan(delivery, warnings, rate_limit)
 
 
 async def find_my_phone(core: Core, principal: Principal, *, ip: str) -> RingOut:
@@ -73,11 +66,7 @@ def phone_device_id(tx: Tx, principal: Principal) -> str:
 async def ring_phone(core: Core, principal: Principal, *, device_id: str, ip: str) -> RingOut:
     """Ring the phone at full volume for up to a minute; delivery is never confirmed."""
     plan = await core.run(prepare_ring, principal, device_id=device_id, ip=ip)
-    warnings = list(plan.warnings)
-    if plan.via_push_service:
-        if await core.push.send(plan.target, plan.message) is not PushOutcome.SENT:
-            warnings.append(PUSH_FAILED)
-    else:
-        streaming = await core.streaming([device_id])
-        warnings.append(NO_REGISTRATION if streaming else NOT_CONNECTED)
-    return RingOut(warnings=warnings or None, rate_limit=plan.rate_limit)
+    uncertain = await settle(core, [plan.delivery], what="ring", kept_s=core.settings.ring_duration_s)
+    if not uncertain and not plan.delivery.pushed:  # the spec names this case even when it streams
+        uncertain = [NO_REGISTRATION]
+    return RingOut(warnings=[*plan.warnings, *uncertain] or None, rate_limit=plan.rate_limit)

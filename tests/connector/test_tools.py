@@ -101,6 +101,14 @@ async def test_send_notification_encrypts_to_the_phone(
     assert structured["delivered_to"] == [{"device_id": phone.device_id, "type": "phone"}]
 
 
+async def test_a_notification_that_reaches_no_device_is_an_error_the_model_cannot_miss(
+    mcp_client: Client,
+) -> None:
+    result = await mcp_client.call_tool("send_notification", {"message": "hello", "device": "fridge"})
+    assert result.is_error is True
+    assert text_of(result).startswith("no_matching_device: ")
+
+
 async def test_a_core_error_is_an_error_result_starting_with_its_code(
     mcp_client: Client, client: httpx.AsyncClient, phone: FakeDevice
 ) -> None:
@@ -128,10 +136,18 @@ async def test_remind_me_and_cancel(mcp_client: Client, core: Core) -> None:
     armed = await mcp_client.call_tool("remind_me", {"message": "stretch", "at": at})
     assert armed.structured_content is not None
     assert armed.structured_content["fire_at"] == at
+    # The phone has no push service and no stream open: the model is told, as the REST caller is.
+    assert any("no open connection" in w for w in armed.structured_content["warnings"])
     cancelled = await mcp_client.call_tool(
         "cancel_reminder", {"reminder_id": armed.structured_content["reminder_id"]}
     )
-    assert cancelled.structured_content == {"status": "cancel_requested"}
+    assert cancelled.structured_content is not None
+    assert cancelled.structured_content["status"] == "cancel_requested"
+    assert any("no open connection" in w for w in cancelled.structured_content["warnings"])
+    iso = await mcp_client.call_tool("remind_me", {"message": "iso", "at": "2027-01-16T09:00:00+01:00"})
+    assert iso.structured_content is not None and iso.structured_content["fire_at"] == 1_800_086_400
+    naive = await mcp_client.call_tool("remind_me", {"message": "iso", "at": "2027-01-16T09:00:00"})
+    assert naive.is_error is True and text_of(naive).startswith("invalid_arguments: at: ")
     malformed = await mcp_client.call_tool("cancel_reminder", {"reminder_id": "rmd_nope"})
     assert text_of(malformed).startswith("invalid_reminder_id: ")
 

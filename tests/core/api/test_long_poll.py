@@ -68,7 +68,7 @@ async def test_a_poll_with_nothing_happening_returns_pending_after_its_wait(live
     assert 0.9 < time.monotonic() - started < 5
 
 
-async def test_ring_and_reminders_reach_an_open_stream_live(live_server: str, core: Core) -> None:
+async def test_ring_and_reminders_reach_an_open_stream_as_queue_entries(live_server: str, core: Core) -> None:
     with httpx.Client(base_url=live_server, timeout=10) as http:
         phone, headers = setup(http, scope="phone:control")
         async with httpx.AsyncClient(base_url=live_server, timeout=10) as client:
@@ -87,12 +87,15 @@ async def test_ring_and_reminders_reach_an_open_stream_live(live_server: str, co
                     armed = await next_data_event(stream)
     assert ring["warnings"] == [
         "the phone has never reported its app version, so support for this is uncertain",
-        "the phone has no push registration; the ring goes only to an open stream",
+        "the phone has no push registration; the ring goes to its open stream",
     ]
-    assert (rang.event, rang.id, rang.json) == ("push", None, {"type": "ring", "durationS": "60"})
-    assert armed.event == "push" and armed.json["type"] == "reminder"
+    # Both are queued now (a phone that is offline gets them when it reconnects): they carry ids.
+    assert (rang.event, rang.json["type"], rang.json["durationS"]) == ("push", "ring", "60")
+    assert rang.id is not None and int(rang.id) == rang.json["seq"]
+    assert (armed.event, armed.json["type"], armed.json["from"]) == ("envelope", "reminder", "server")
+    assert armed.id is not None and int(armed.id) > int(rang.id)
     reminder = json.loads(
-        open_envelope(base64.b64decode(armed.json["payload"]), phone.secret_key, core.keys.public_key)
+        open_envelope(base64.b64decode(armed.json["blob"]), phone.secret_key, core.keys.public_key)
     )
     assert (reminder["message"], reminder["fire_at"]) == ("stand up", at)
 
