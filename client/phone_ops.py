@@ -75,7 +75,13 @@ class PhoneOps(Running):
                 "document": self.documents.on_document,
             }
         )
-        dispatcher.payloads["interaction_request"] = self.questions.on_question
+        dispatcher.payloads.update(
+            {
+                "interaction_request": self.questions.on_question,
+                "reminder": self.reminders.on_reminder,
+                "reminder_cancel": self.reminders.on_reminder_cancel,
+            }
+        )
         return dispatcher
 
     def on_ring(self, item: Received) -> str:

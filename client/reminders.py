@@ -1,7 +1,8 @@
-"""The phone's reminders (``relaybox phone run``): ``reminder`` and ``reminder_cancel`` arrive as
-live pushes (never queued). An armed reminder is kept in the state file (``reminders``) until it
-fires, so a restarted phone arms it again; one whose time passed while the phone was off fires at
-once. A cancel for an id that is not armed is ignored silently."""
+"""The phone's reminders (``relaybox phone run``): ``reminder`` and ``reminder_cancel`` arrive from
+the phone's queue (or inline in a push). An armed reminder is kept in the state file
+(``reminders``) until it fires, so a restarted phone arms it again; one whose time passed while the
+phone was off fires at once. Fired and cancelled ids are remembered (``client.reminder_ledger``), so
+a set replayed after its cancel, or after it fired, is never armed again."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from client.dispatch import one_line
 from client.opener import Received
 from client.output import Output
 from client.payload_fields import PayloadError, content_of, id_field, integer_field, text_field, when
+from client.reminder_ledger import ReminderLedger, Settled
 from client.reminder_schedule import Reminder, ReminderScheduler
 from client.state_file import read_field, update_fields
 
@@ -62,6 +64,7 @@ class PhoneReminders:
         self.device_id = device_id
         self.output = output
         self._clock = clock
+        self.ledger = ReminderLedger(path, device_id, clock=clock)
         self.scheduler = ReminderScheduler(
             self._fire, clock=clock, on_change=self._save_reminders, on_error=self._thread_failed
         )
@@ -88,6 +91,12 @@ class PhoneReminders:
             reminder = parse_reminder(content_of(item, "reminder"))
         except PayloadError as error:
             return one_line(f"reminder push that cannot be read: {error}")
+        settled = self.ledger.settled(reminder.reminder_id)
+        if settled is not None:  # a replayed set: never armed twice, never after its cancel
+            self.output.note(f"reminder {one_line(reminder.reminder_id)} was {settled} already: not armed")
+            return ""
+        if reminder in self.scheduler.armed():
+            return ""  # the same set again (replayed): armed already
         self.output.show(
             f"REMINDER SET [{one_line(reminder.reminder_id)}] for {when(reminder.fire_at)}: "
             f"{one_line(reminder.message)}",
@@ -107,7 +116,10 @@ class PhoneReminders:
         except PayloadError as error:
             return one_line(f"reminder_cancel push that cannot be read: {error}")
         cancelled = self.scheduler.cancel(reminder_id)
-        if cancelled is not None:  # an id that is not armed here is ignored silently
+        if self.ledger.settled(reminder_id) is None:
+            fire_at = cancelled.fire_at if cancelled is not None else None
+            self._remember(reminder_id, "cancelled", fire_at)
+        if cancelled is not None:
             self.output.show(
                 f"REMINDER CANCELLED [{one_line(reminder_id)}]: {one_line(cancelled.message)}",
                 {"type": "reminder_cancelled", "reminder_id": reminder_id, "message": cancelled.message},
@@ -116,6 +128,8 @@ class PhoneReminders:
 
     def _fire(self, reminder: Reminder) -> None:
         now = self._clock()
+        # Settled before it shows: a replay of its set arriving meanwhile must not arm it again.
+        self._remember(reminder.reminder_id, "fired", reminder.fire_at)
         self.output.show(
             f"REMINDER: {one_line(reminder.message)}",
             {
@@ -131,6 +145,12 @@ class PhoneReminders:
             self.output.note(
                 f"reminder {reminder.reminder_id} was due {when(reminder.fire_at)}, while the phone was off"
             )
+
+    def _remember(self, reminder_id: str, state: Settled, fire_at: int | None) -> None:
+        try:
+            self.ledger.record(reminder_id, state, fire_at=fire_at)
+        except (OSError, ValueError) as error:
+            self.output.note(f"warning: cannot keep settled reminders in {self.path}: {error}")
 
     def _save_reminders(self, armed: list[Reminder]) -> None:
         try:

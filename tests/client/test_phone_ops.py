@@ -34,6 +34,7 @@ from client.output import Output
 from client.phone_ops import PhoneOps
 from client.position import load_last_seq, save_last_seq
 from client.questions import Question, choose, parse_answer_line, parse_question
+from client.reminder_ledger import ReminderLedger
 from client.reminder_schedule import Reminder, ReminderQueue, ReminderScheduler
 from client.reminders import load_reminders, save_reminders
 from client.sse import SseEvent, SseParser
@@ -293,6 +294,75 @@ def test_reminders_are_armed_from_pushes_kept_in_the_state_and_cancelled(
             == "[live] reminder push that cannot be read: it carries no payload"
         )
     assert shown.err.getvalue() == ""
+
+
+def queued_payload(payload_type: str, payload: dict[str, Any], seq: int) -> Received:
+    """An envelope from the phone's queue, as ``relaybox phone run`` sees it once opened."""
+    return Received(seq, "envelope", "server", "server", payload_type, {"type": payload_type, **payload})
+
+
+def test_a_cancel_that_comes_before_its_set_is_remembered_and_the_set_never_arms(
+    world: World, new_ops: OpsFactory
+) -> None:
+    shown = screen()
+    now = [1_000.0]
+    ops = new_ops(shown, clock=lambda: now[0])
+    dispatcher = phone.run_dispatcher(world.path, ops)
+    with ops:
+        assert dispatcher.describe(queued_payload("reminder_cancel", {"reminder_id": "rmd_1"}, 1)) == ""
+        assert (
+            dispatcher.describe(
+                queued_payload("reminder", {"reminder_id": "rmd_1", "fire_at": 5_000, "message": "tea"}, 2)
+            )
+            == ""
+        )
+        assert ops.reminders.armed() == []
+        assert shown.out.lines() == []
+        assert "rmd_1 was cancelled already: not armed" in shown.err.getvalue()
+    # Remembered in the state file: another run refuses the replayed set too.
+    settled = json.loads(world.path.read_text())["reminders_settled"]
+    assert settled["rmd_1"]["state"] == "cancelled"
+    assert settled["rmd_1"]["until"] == 1_000 + 365 * 86_400 + 86_400
+    later = new_ops(screen(), clock=lambda: now[0])
+    with later:
+        later.reminders.on_reminder(
+            queued_payload("reminder", {"reminder_id": "rmd_1", "fire_at": 5_000, "message": "tea"}, 2)
+        )
+        assert later.reminders.armed() == []
+
+
+def test_a_set_replayed_after_it_fired_or_twice_is_armed_once(world: World, new_ops: OpsFactory) -> None:
+    shown = screen(as_json=True)
+    now = [1_000.0]
+    ops = new_ops(shown, clock=lambda: now[0])
+    dispatcher = phone.run_dispatcher(world.path, ops)
+    reminder = queued_payload("reminder", {"reminder_id": "rmd_1", "fire_at": 1_010, "message": "tea"}, 1)
+    with ops:
+        dispatcher.describe(reminder)
+        dispatcher.describe(reminder)  # the same set again, while armed
+        assert len(ops.reminders.armed()) == 1
+        now[0] = 1_010.0
+        ops.reminders.scheduler.poke()
+        shown.out.wait_for('"fired_at"')
+        dispatcher.describe(reminder)  # replayed after it fired
+        assert ops.reminders.armed() == []
+    kinds = [json.loads(line)["type"] for line in shown.out.lines()]
+    assert kinds == ["reminder_set", "reminder"]
+    assert json.loads(world.path.read_text())["reminders_settled"]["rmd_1"] == {
+        "state": "fired",
+        "until": 1_010 + 86_400,
+    }
+
+
+def test_settled_ids_are_forgotten_once_their_set_can_no_longer_arrive(world: World) -> None:
+    now = [1_000.0]
+    ledger = ReminderLedger(world.path, "phone-1", clock=lambda: now[0])
+    ledger.record("rmd_1", "fired", fire_at=1_500)
+    assert ledger.settled("rmd_1") == "fired"
+    now[0] = 1_500 + 86_400
+    assert ledger.settled("rmd_1") is None
+    ledger.record("rmd_2", "cancelled", fire_at=None)  # the next write drops the forgotten one
+    assert set(json.loads(world.path.read_text())["reminders_settled"]) == {"rmd_2"}
 
 
 def test_after_a_restart_a_passed_reminder_fires_at_once_and_a_later_one_stays_armed(

@@ -22,7 +22,13 @@ pytestmark = pytest.mark.e2e
 
 # Reminders may be set 2 s ahead here instead of 60 s; documents are switched on (still refused to
 # sender tokens, which cannot hold files:send).
-SERVER_ENV = {"RELAYBOX_REMINDER_MIN_LEAD_S": "2", "RELAYBOX_DOCUMENTS_ENABLED": "true"}
+# A ring lasts RING_S (60 s by default), which is also how long it waits for an offline phone.
+RING_S = 4
+SERVER_ENV = {
+    "RELAYBOX_REMINDER_MIN_LEAD_S": "2",
+    "RELAYBOX_DOCUMENTS_ENABLED": "true",
+    "RELAYBOX_RING_DURATION_S": str(RING_S),
+}
 LINE_TIMEOUT_S = 15.0
 REMINDER_TIMEOUT_S = 10.0
 HTTP_TIMEOUT_S = 40.0  # longer than the 30 s long poll
@@ -211,11 +217,54 @@ def test_reminders_fire_on_the_phone_unless_cancelled_also_after_a_restart(cli: 
     assert "reminders" not in json.loads(phone.state.read_text())  # fired: nothing left armed
 
 
+def test_an_offline_phone_gets_set_then_cancel_from_its_queue_and_never_fires(cli: Cli, phone: Phone) -> None:
+    """Issue 16: a reminder cancelled while the phone was offline fired anyway. Now the cancel deletes
+    the queued set (the text is gone from the server) and is itself queued, so the phone, once it
+    connects, remembers the cancel and never arms the reminder."""
+    stop(start_phone(cli, phone))  # the phone has connected once, and is off now
+    reminder_id, _ = set_reminder(phone, "cancelled while offline", 4)
+    set_warnings = phone.post("/v1/reminders", {"message": "kept", "at": int(time.time()) + 5}).json()
+    assert any("no open connection" in w for w in set_warnings["warnings"])
+    cancelled = phone.http.delete(f"/v1/reminders/{reminder_id}")
+    assert cancelled.status_code == 202 and any(
+        "no open connection" in w for w in cancelled.json()["warnings"]
+    )
+    time.sleep(6)  # both fire times pass while the phone is off
+
+    run = cli.start("phone", "run", "--json", "--state", phone.state)
+    late = wait_for_record(run, fired("kept"), REMINDER_TIMEOUT_S)  # the other one still fires, late
+    assert late["fired_at"] > late["fire_at"]
+    marker = f"after the replay {time.monotonic_ns()}"
+    assert phone.post("/v1/send", {"message": marker}).status_code == 200
+    wait_for_record(run, lambda r: r.get("type") == "notification" and r["payload"]["message"] == marker)
+    everything = records(stop(run))
+    assert not [r for r in everything if r.get("reminder_id") == reminder_id]  # never set, never fired
+    settled = json.loads(phone.state.read_text())["reminders_settled"]
+    assert settled[reminder_id]["state"] == "cancelled"
+
+
+def test_a_fired_reminder_replayed_from_the_queue_does_not_fire_again(cli: Cli, phone: Phone) -> None:
+    run = start_phone(cli, phone)
+    reminder_id, _ = set_reminder(phone, "once only", 3)
+    wait_for_record(run, fired("once only"), REMINDER_TIMEOUT_S)
+    stop(run)
+    state = json.loads(phone.state.read_text())
+    state.pop("last_seq", None)  # forget the stream position: the whole queue is replayed
+    phone.state.write_text(json.dumps(state))
+    again = cli.start("phone", "run", "--json", "--state", phone.state)
+    marker = f"after the replay {time.monotonic_ns()}"
+    assert phone.post("/v1/send", {"message": marker}).status_code == 200
+    wait_for_record(again, lambda r: r.get("type") == "notification" and r["payload"]["message"] == marker)
+    result = stop(again)
+    assert not [r for r in records(result) if r.get("reminder_id") == reminder_id]
+    assert f"reminder {reminder_id} was fired already: not armed" in result.stderr
+
+
 def test_a_token_with_phone_control_rings_the_phone(cli: Cli, phone: Phone) -> None:
     run = start_phone(cli, phone)
     rung = phone.post(f"/v1/devices/{phone.device_id}/ring")
     assert rung.status_code == 202, rung.text
-    assert wait_for_record(run, lambda r: r.get("type") == "ring") == {"type": "ring", "duration_s": 60}
+    assert wait_for_record(run, lambda r: r.get("type") == "ring") == {"type": "ring", "duration_s": RING_S}
     stop(run)
 
     text = cli.start("phone", "run", "--state", phone.state)  # text mode, as a person sees it
@@ -223,8 +272,23 @@ def test_a_token_with_phone_control_rings_the_phone(cli: Cli, phone: Phone) -> N
     assert phone.post("/v1/send", {"message": marker}).status_code == 200
     text.wait_for_line(re.compile(rf"^\[seq \d+\] notification: {marker}$"), LINE_TIMEOUT_S)
     assert phone.post(f"/v1/devices/{phone.device_id}/ring").status_code == 202
-    text.wait_for_line(re.compile(r"^RING for 60 s$"), LINE_TIMEOUT_S)
+    text.wait_for_line(re.compile(rf"^RING for {RING_S} s$"), LINE_TIMEOUT_S)
     stop(text)
+
+
+def test_a_ring_waits_for_an_offline_phone_only_as_long_as_it_would_ring(cli: Cli, phone: Phone) -> None:
+    stop(start_phone(cli, phone))
+    stale = phone.post(f"/v1/devices/{phone.device_id}/ring").json()
+    assert any(f"within {RING_S} s" in w for w in stale["warnings"])
+    time.sleep(RING_S + 1)  # this one's time passes while the phone is off
+    fresh = phone.post(f"/v1/devices/{phone.device_id}/ring")
+    assert fresh.status_code == 202
+    run = cli.start("phone", "run", "--json", "--state", phone.state)  # connects within the window
+    wait_for_record(run, lambda r: r.get("type") == "ring")
+    marker = f"after the replay {time.monotonic_ns()}"
+    assert phone.post("/v1/send", {"message": marker}).status_code == 200
+    wait_for_record(run, lambda r: r.get("type") == "notification" and r["payload"]["message"] == marker)
+    assert [r["type"] for r in records(stop(run))].count("ring") == 1  # the stale ring never rang
 
 
 def test_sender_tokens_cannot_send_documents(phone: Phone) -> None:
