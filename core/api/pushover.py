@@ -160,6 +160,7 @@ SHIM_ERRORS = (
     "invalid_url_title",
     "invalid_ttl",
     "invalid_device",
+    "no_matching_device",
     "no_phone_device",
 )
 

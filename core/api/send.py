@@ -23,6 +23,7 @@ SEND_ERRORS = (
     "invalid_markdown",
     "invalid_ttl",
     "invalid_device",
+    "no_matching_device",
     "priority_capped",
     "insufficient_scope",
     "payload_too_large",

@@ -133,4 +133,6 @@ def _targets(tx: Tx, account_id: str, selectors: tuple[str, ...]) -> tuple[list[
             warnings.append(f"device: nothing matches {selector!r}")
         for device in matched:
             chosen.setdefault(device.device_id, device)
+    if not chosen:  # nothing would be delivered: an error, never a success that sent nothing
+        raise RelayError("no_matching_device", details={"device": list(selectors)})
     return list(chosen.values()), warnings

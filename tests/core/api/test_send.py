@@ -189,6 +189,20 @@ def test_unknown_device_selectors_become_warnings(
     assert response.json()["warnings"] == ["device: nothing matches 'fridge'"]
 
 
+@pytest.mark.parametrize("device", ["fridge", "fridge,toaster", "desktop"])
+def test_a_send_that_would_reach_no_device_is_refused_and_charges_nothing(
+    client: TestClient, core: Core, device: str
+) -> None:
+    phone = register_phone(client)  # no computer: "desktop" matches nothing either
+    token = str(create_token(client, phone)["token"])
+    response = client.post("/v1/send", json={"message": "m", "device": device}, headers=bearer(token))
+    assert response.status_code == 400 and error_code(response) == "no_matching_device"
+    assert response.json()["error"]["details"] == {"device": device.split(",")}
+    assert queued_payloads(core, phone) == []
+    ok = client.post("/v1/send", json={"message": "m"}, headers=bearer(token))
+    assert int(ok.headers["x-ratelimit-remaining"]) == int(ok.headers["x-ratelimit-limit"]) - 1  # the first
+
+
 def test_selectors_by_id_and_name_are_deduplicated(
     client: TestClient, account: tuple[FakeDevice, FakeDevice, str]
 ) -> None:
