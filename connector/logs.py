@@ -28,15 +28,26 @@ _HEADER = REQUEST_ID_HEADER.encode()
 
 request_id: ContextVar[str | None] = ContextVar("relaybox_request_id", default=None)
 route_template: ContextVar[str | None] = ContextVar("relaybox_route", default=None)
+_ACCESS_ARGS = 5  # uvicorn: client address, method, path with query, HTTP version, status
 
 
 class RedactSecrets(logging.Filter):
+    """On every handler: secrets redacted from every record; uvicorn's access log shows the path
+    alone, never its query string (the Pushover shim takes ``?message=…&token=…``)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str):
             record.msg = redact(record.msg)
         if record.args:
-            record.args = tuple(redact(a) if isinstance(a, str) else a for a in _as_tuple(record.args))
+            args = tuple(redact(a) if isinstance(a, str) else a for a in _as_tuple(record.args))
+            if record.name == "uvicorn.access" and len(args) == _ACCESS_ARGS:
+                args = (*args[:2], without_query(args[2]), *args[3:])
+            record.args = args
         return True
+
+
+def without_query(path: object) -> str:
+    return str(path).split("?", 1)[0]
 
 
 def _as_tuple(args: Any) -> tuple[Any, ...]:
@@ -91,7 +102,6 @@ def _accepted_request_id(value: str) -> str | None:
 
 # The attributes every LogRecord has; anything else on a record came from ``extra=``.
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
-_ACCESS_ARGS = 5  # uvicorn: client address, method, path with query, HTTP version, status
 
 
 class JsonFormatter(logging.Formatter):
@@ -112,7 +122,7 @@ class JsonFormatter(logging.Formatter):
         ):
             client, method, path, version, status = record.args
             # The template as written in the code, or the path redacted and never with its query.
-            shown = route or redact(str(path).split("?", 1)[0])
+            shown = route or redact(without_query(path))
             entry["message"] = f'{client} - "{method} {shown} HTTP/{version}" {status}'
             entry |= {"method": method, "status": status, "client": client}
             if route is None:
