@@ -44,11 +44,16 @@ def web_routes(package: Path = PACKAGE) -> list[BaseRoute]:
         return asset.respond(request)
 
     return [
-        Route("/", _page(read_asset(pages / "index.html")), methods=["GET"]),
-        Route("/docs", _page(read_asset(pages / "docs.html")), methods=["GET"]),
-        Route("/static/{path:path}", static_file, methods=["GET"]),
-        Route("/app/{path:path}", app_file, methods=["GET"]),
+        _get("/", _page(read_asset(pages / "index.html"))),
+        _get("/docs", _page(read_asset(pages / "docs.html"))),
+        _get("/static/{path:path}", static_file),
+        _get("/app/{path:path}", app_file),
     ]
+
+
+def _get(path: str, endpoint: Endpoint) -> Route:
+    """A page or file: GET (and HEAD) only, and not part of the REST API's OpenAPI document."""
+    return Route(path, endpoint, methods=["GET"], include_in_schema=False)
 
 
 def _page(asset: Asset) -> Endpoint:
