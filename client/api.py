@@ -90,6 +90,20 @@ class RelayboxApi(Closing):
         auth: bool = True,
         expect: int = 200,
     ) -> Any:
+        response = self._request(method, path, body=body, auth=auth, expect=expect)
+        if response.status_code == 204:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ApiError(
+                response.status_code, "invalid_response", "the server answered without JSON"
+            ) from exc
+
+    def _request(
+        self, method: str, path: str, *, body: Mapping[str, Any] | None, auth: bool, expect: int
+    ) -> httpx.Response:
+        """The response with status ``expect``; any other becomes an ``ApiError``."""
         headers: dict[str, str] = {}
         if auth:
             if not self._token:
@@ -103,14 +117,7 @@ class RelayboxApi(Closing):
             raise ApiError(0, "connection_failed", f"cannot reach {self.server}: {exc}") from exc
         if response.status_code != expect:
             raise error_from_response(response)
-        if response.status_code == 204:
-            return None
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise ApiError(
-                response.status_code, "invalid_response", "the server answered without JSON"
-            ) from exc
+        return response
 
 
 def error_from_response(response: httpx.Response) -> ApiError:

@@ -159,9 +159,14 @@ class DeviceApi(RelayboxApi):
     # Sender tokens.
 
     def create_token(
-        self, *, label: str, scope: str | None = None, priority_cap: str | None = None
+        self,
+        *,
+        label: str,
+        scope: str | None = None,
+        priority_cap: str | None = None,
+        token_format: str | None = None,
     ) -> CreatedToken:
-        body = {"label": label, **without_none(scope=scope, priority_cap=priority_cap)}
+        body = {"label": label, **without_none(scope=scope, priority_cap=priority_cap, format=token_format)}
         raw = self._call("POST", "/v1/tokens", body=body, expect=201)
         return CreatedToken(info=_token(raw), token=Fields(raw).text("token"))
 

@@ -79,8 +79,13 @@ def numbered_names(name: str, limit: int = MAX_COPIES) -> Iterator[str]:
 
 
 def save_document(folder: Path, name: str, content: str) -> Path:
-    """Write ``content`` (UTF-8) as ``name`` in ``folder`` — or the first free numbered name — and
-    return the path.
+    """``save_file`` of ``content`` as UTF-8."""
+    return save_file(folder, name, content.encode("utf-8", "replace"))
+
+
+def save_file(folder: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` as ``name`` in ``folder`` — or the first free numbered name — and return the
+    path.
 
     Atomic: the bytes go to a hidden temporary file (mode 0600, synced) beside the target, which is
     then given its final name in one step, so a partly written document is never visible. That step
@@ -96,7 +101,7 @@ def save_document(folder: Path, name: str, content: str) -> Path:
     fd = os.open(temporary, flags, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(content.encode("utf-8", "replace"))
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         return place_file(temporary, folder, name)

@@ -103,11 +103,14 @@ def create_token(
     label: str,
     scope: str | None = None,
     priority_cap: str | None = None,
+    token_format: str | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> CreatedToken:
     """Mint a sender token. Its plaintext is returned once and is not stored anywhere."""
     with _api(load(path), transport) as api:
-        return api.create_token(label=label, scope=scope, priority_cap=priority_cap)
+        return api.create_token(
+            label=label, scope=scope, priority_cap=priority_cap, token_format=token_format
+        )
 
 
 def list_tokens(path: Path, *, transport: httpx.BaseTransport | None = None) -> list[TokenInfo]:

@@ -1,4 +1,4 @@
-"""The routes a phone uses for questions and documents, with its device credential."""
+"""The routes a phone uses for questions, documents and attachments, with its device credential."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class Answered:
 
 
 class PhoneApi(RelayboxApi):
-    """The routes a phone uses for questions and documents (device credential)."""
+    """The routes a phone uses for questions, documents and attachments (device credential)."""
 
     def answer_interaction(self, interaction_id: str, choice_index: int) -> Answered:
         """``POST /v1/interactions/{id}/answer``: 409 ``already_answered`` / ``interaction_expired``,
@@ -39,6 +39,11 @@ class PhoneApi(RelayboxApi):
         if not isinstance(blob, str):
             raise ApiError(200, "invalid_response", "the pulled document has no blob")
         return blob
+
+    def pull_attachment(self, attachment_id: str) -> bytes:
+        """``GET /v1/attachments/{id}``: a notification's attachment, still sealed (``secretbox-v1``)."""
+        path = f"/v1/attachments/{_path_segment(attachment_id)}"
+        return self._request("GET", path, body=None, auth=True, expect=200).content
 
 
 def _path_segment(value: str) -> str:

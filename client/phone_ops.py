@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from client.attachments import PhoneAttachments
 from client.dispatch import Dispatcher, one_line
 from client.documents import DOWNLOADS_DIR, PhoneDocuments
 from client.lifecycle import Running
@@ -57,6 +58,7 @@ class PhoneOps(Running):
             self._api, output, answer=answer, interactive=interactive, clock=clock, stdin_fd=stdin_fd
         )
         self.documents = PhoneDocuments(self._api, state, output, self.downloads)
+        self.attachments = PhoneAttachments(self._api, output, self.downloads)
 
     def start(self) -> None:
         self.reminders.start()
@@ -78,6 +80,7 @@ class PhoneOps(Running):
         dispatcher.payloads.update(
             {
                 "interaction_request": self.questions.on_question,
+                "notification": self.attachments.on_notification,
                 "reminder": self.reminders.on_reminder,
                 "reminder_cancel": self.reminders.on_reminder_cancel,
             }

@@ -63,6 +63,8 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "invalid_device": ErrorSpec(400, "device must be a name, an id, or a comma list."),
     "no_matching_device": ErrorSpec(400, "No device of this account matches device; nothing was sent."),
     "payload_too_large": ErrorSpec(413, "The notification is larger than 2048 bytes once serialized."),
+    "invalid_attachment": ErrorSpec(400, "The attachment is empty or its type is not a MIME type."),
+    "attachment_too_large": ErrorSpec(413, "The attachment is larger than 5 MB."),
     "priority_emergency_unsupported": ErrorSpec(400, "Emergency priority (2) is not supported."),
     # Phone operations.
     "fire_at_too_soon": ErrorSpec(400, "at is too soon (the minimum lead is in details)."),

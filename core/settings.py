@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     ring_duration_s: int = Field(default=60, ge=1, le=300)
     documents_enabled: bool = False
     document_parking_s: int = Field(default=3600, ge=60, le=3600)
+    attachment_quota_bytes: int = Field(
+        default=64 * 1024**2, ge=1, description="Per account: bytes of parked notification attachments"
+    )
 
     # File transfer: devices move encrypted chunks through presigned URLs. With no bucket the
     # server stores them itself under file_store_dir (default: data_dir/objects).

@@ -38,6 +38,12 @@ def add_token_commands(phone_commands: Subcommands) -> None:
         metavar="P",
         help=f"highest priority the token may send: {', '.join(PRIORITIES)} (default: urgent)",
     )
+    create.add_argument(
+        "--format",
+        choices=("relaybox", "pushover"),
+        help="relaybox (default): rfk_live_ + 32 characters, which secret scanners recognise; pushover: "
+        "30 letters and digits, for Pushover client libraries that check a token's shape (chump)",
+    )
     add_state_option(create, "phone")
 
     listing = command(
@@ -63,7 +69,11 @@ def add_token_commands(phone_commands: Subcommands) -> None:
 
 def _tokens_create(args: argparse.Namespace) -> int:
     created = phone.create_token(
-        state_path(args, "phone"), label=args.label, scope=args.scope, priority_cap=args.priority_cap
+        state_path(args, "phone"),
+        label=args.label,
+        scope=args.scope,
+        priority_cap=args.priority_cap,
+        token_format=args.format,
     )
     info = created.info
     # The note goes to stderr so that stdout is the token alone: `TOKEN=$(relaybox phone tokens create …)`.

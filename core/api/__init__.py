@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from core.api import devices, grants, health, pairing, phone, pushover, relay, send, tokens, transfers
+from core.api import (
+    attachments,
+    devices,
+    grants,
+    health,
+    pairing,
+    phone,
+    pushover,
+    relay,
+    send,
+    tokens,
+    transfers,
+)
 from core.api.errors import PLAIN_NOT_FOUND
 from core.api.health import openapi_response
 from core.api.openapi import build_openapi
@@ -21,6 +33,7 @@ BASE_ENDPOINTS: list[Endpoint] = [
     *relay.ENDPOINTS,
     *send.ENDPOINTS,
     *pushover.ENDPOINTS,
+    *attachments.ENDPOINTS,
     *transfers.ENDPOINTS,
 ]
 

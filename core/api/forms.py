@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -16,8 +17,20 @@ from core.errors import RelayError
 MAX_FORM_FIELDS = 64
 
 
-async def read_fields(request: Request, limit: int, *, multipart: bool = False) -> dict[str, Any]:
-    """The body's fields. No Content-Type or ``text/plain``: the whole body is ``message``."""
+@dataclass(frozen=True)
+class FilePart:
+    """A file part of a multipart body (read whole: the body limit bounds it)."""
+
+    filename: str | None
+    content_type: str | None
+    data: bytes
+
+
+async def read_fields(
+    request: Request, limit: int, *, multipart: bool = False, files: int = 0
+) -> dict[str, Any]:
+    """The body's fields. No Content-Type or ``text/plain``: the whole body is ``message``. A
+    multipart body may carry up to ``files`` file parts, given as ``FilePart`` values."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     raw = await read_body(request, limit)
     if content_type in ("", "text/plain"):
@@ -36,7 +49,7 @@ async def read_fields(request: Request, limit: int, *, multipart: bool = False) 
             raise RelayError("invalid_body", "The form is not valid UTF-8 or has too many fields.") from exc
         return dict(pairs)
     if content_type == "multipart/form-data" and multipart:
-        return await _multipart(request.headers, raw)
+        return await _multipart(request.headers, raw, files)
     raise RelayError("unsupported_content_type", "Send JSON, form-encoded or plain text.")
 
 
@@ -47,18 +60,22 @@ def _text(raw: bytes) -> str:
         raise RelayError("invalid_body", "The body is not UTF-8 text.") from exc
 
 
-async def _multipart(headers: Headers, raw: bytes) -> dict[str, Any]:
+async def _multipart(headers: Headers, raw: bytes, files: int) -> dict[str, Any]:
     async def body() -> AsyncGenerator[bytes, None]:
         yield raw
 
-    parser = MultiPartParser(headers, body(), max_files=0, max_fields=MAX_FORM_FIELDS)
+    parser = MultiPartParser(headers, body(), max_files=files, max_fields=MAX_FORM_FIELDS)
     try:
         form = await parser.parse()
     except MultiPartException as exc:
         raise RelayError("invalid_body", "The multipart body could not be read.") from exc
     fields: dict[str, Any] = {}
-    for key, value in form.multi_items():
-        if isinstance(value, UploadFile):
-            raise RelayError("invalid_body", "Attachments are not accepted.")
-        fields[key] = value
+    try:
+        for key, value in form.multi_items():
+            if isinstance(value, UploadFile):
+                fields[key] = FilePart(value.filename, value.content_type, await value.read())
+            else:
+                fields[key] = value
+    finally:
+        await form.close()
     return fields

@@ -1,19 +1,30 @@
 """A Pushover-compatible shim: ``POST /v1/messages.json``, ``GET /v1/sounds.json`` and
 ``POST /v1/users/validate.json`` in Pushover's shapes, so existing Pushover client libraries work
-when their base URL points at ``/v1/``. The token travels in the body or the query, not a header."""
+when their base URL points at ``/v1/``. The token travels in the body or the query, not a header.
+
+Pushover's ways of saying "every device" (no ``device``, an empty one, ``ALL_DEVICES`` as Apprise
+sends) mean all of the account's devices; a name that matches none is ``status: 0``. An image in
+an ``attachment`` file part (or ``attachment_base64`` with ``attachment_type``), up to Pushover's
+5 MB, travels end to end encrypted beside the text (``core.services.attachments``)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 from typing import Any
 
+import anyio
 from pydantic import BaseModel, Field
 from starlette.responses import JSONResponse, Response
 
-from core.api.forms import read_fields
+from core.api.forms import FilePart, read_fields
 from core.api.routing import Call, Endpoint
 from core.domain.secrets import is_sender_token, new_prefixed_id
 from core.errors import RelayError
 from core.principal import Principal
+from core.services import attachments
+from core.services.attachments import SealedAttachment
 from core.services.auth import Accept, authenticate
 from core.services.device_list import list_devices
 from core.services.limits import limit_headers, peek_send_class
@@ -22,7 +33,10 @@ from core.services.send import send_notification
 # Pushover's numeric priorities; 2 (emergency) needs acknowledgements we do not offer.
 PRIORITY_NAMES = {"-2": "min", "-1": "low", "0": "default", "1": "high"}
 SOUNDS = {"pushover": "Pushover (default)", "none": "None (silent)"}
-PASSED_ON = ("message", "title", "priority", "url", "url_title", "device", "ttl")
+PASSED_ON = ("message", "title", "priority", "url", "url_title", "ttl")
+ALL_DEVICES = {"", "all", "all_devices"}  # Pushover: no device is every device; Apprise sends ALL_DEVICES
+# The body may hold a 5 MB attachment, base64 in a form field (a third larger) or a file part.
+BODY_MAX_BYTES = (attachments.MAX_BYTES + 2) // 3 * 4 + 64 * 1024
 
 
 class ShimOk(BaseModel):
@@ -47,8 +61,16 @@ class MessageRequest(BaseModel):
     priority: int | None = Field(default=None, ge=-2, le=2)
     url: str | None = None
     url_title: str | None = None
-    device: str | None = None
+    device: str | None = Field(
+        default=None, description="Comma list of device names; none, empty or ALL_DEVICES: every device"
+    )
     ttl: int | str | None = None
+    attachment_base64: str | None = Field(
+        default=None, description="An image, standard base64, up to 5 MB (or an `attachment` file part)"
+    )
+    attachment_type: str | None = Field(
+        default=None, description="The attachment's MIME type, e.g. image/jpeg"
+    )
     sound: Any = IGNORED
     timestamp: Any = IGNORED
 
@@ -62,11 +84,15 @@ class ValidateRequest(BaseModel):
 async def post_message(call: Call) -> Response:
     principal: Principal | None = None
     try:
-        fields = await _shim_fields(call)
+        fields = await _shim_fields(call, files=1)
         principal = await _authenticate(call, fields.get("token"))
         forwarded = {key: fields[key] for key in PASSED_ON if key in fields}
         forwarded["priority"] = _priority(fields.get("priority"))
-        sent = await call.core.run(send_notification, principal, fields=forwarded, ip=call.ip)
+        forwarded["device"] = _devices(fields.get("device"))
+        attachment = await _attachment(fields)
+        sent = await call.core.run(
+            send_notification, principal, fields=forwarded, ip=call.ip, attachment=attachment
+        )
     except RelayError as error:
         return await _failure(call, error, principal)
     headers = _app_headers(sent.monthly) | (limit_headers(sent.rate_limit) if sent.rate_limit else {})
@@ -74,8 +100,8 @@ async def post_message(call: Call) -> Response:
 
 
 async def list_sounds(call: Call) -> Response:
-    try:
-        await _authenticate(call, call.request.query_params.get("token"))
+    try:  # the token in the query, or (pushover-complete sends it so) a form body on the GET
+        await _authenticate(call, (await _shim_fields(call)).get("token"))
     except RelayError as error:
         return await _failure(call, error, None)
     return JSONResponse({"sounds": SOUNDS, "status": 1, "request": new_prefixed_id("req")})
@@ -100,10 +126,45 @@ async def validate_user(call: Call) -> Response:
     )
 
 
-async def _shim_fields(call: Call) -> dict[str, Any]:
+async def _shim_fields(call: Call, *, files: int = 0) -> dict[str, Any]:
     fields: dict[str, Any] = dict(call.request.query_params)
-    fields.update(await read_fields(call.request, call.core.settings.max_body_bytes, multipart=True))
+    limit = max(call.core.settings.max_body_bytes, BODY_MAX_BYTES if files else 0)
+    fields.update(await read_fields(call.request, limit, multipart=True, files=files))
     return fields
+
+
+def _devices(value: Any) -> str | None:
+    """Pushover's ``device``: a comma list of names, where Pushover's "every device" forms mean all."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RelayError("invalid_device")
+    names = [name.strip() for name in value.split(",")]
+    return "all" if any(name.lower() in ALL_DEVICES for name in names) else ",".join(names)
+
+
+async def _attachment(fields: dict[str, Any]) -> SealedAttachment | None:
+    """The attachment, sealed off the event loop: a file part, or base64 with its type."""
+    part, encoded = fields.get("attachment"), fields.get("attachment_base64")
+    if isinstance(part, FilePart):
+        data, name, kind = part.data, part.filename, part.content_type
+    elif encoded is not None and encoded != "":
+        if not isinstance(encoded, str):
+            raise RelayError("invalid_attachment", "attachment_base64 must be standard base64 text.")
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except binascii.Error as error:
+            raise RelayError("invalid_attachment", "attachment_base64 is not standard base64.") from error
+        name, kind = None, fields.get("attachment_type")
+        if not isinstance(kind, str):
+            raise RelayError("invalid_attachment", "attachment_base64 needs attachment_type.")
+    elif part is not None and part != "":
+        raise RelayError("invalid_attachment", "attachment must be a file part.")
+    else:
+        return None
+    return await anyio.to_thread.run_sync(
+        functools.partial(attachments.seal, data, name=name, mime_type=kind)
+    )
 
 
 async def _authenticate(call: Call, token: Any) -> Principal:
@@ -161,6 +222,10 @@ SHIM_ERRORS = (
     "invalid_ttl",
     "invalid_device",
     "no_matching_device",
+    "invalid_attachment",
+    "attachment_too_large",
+    "storage_quota_exceeded",
+    "body_too_large",
     "no_phone_device",
 )
 

@@ -43,8 +43,11 @@ def token_update(tokens: list[TokenSummary], *, at: int) -> dict[str, Any]:
     }
 
 
-def notification(note: Notification, *, msg_id: str, sent_at: int) -> dict[str, Any]:
-    """A server-composed notification (send API, shim, connector)."""
+def notification(
+    note: Notification, *, msg_id: str, sent_at: int, attachment: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A server-composed notification (send API, shim, connector); ``attachment`` is the reference
+    to a parked attachment (``core.services.attachments.park``), with the key to open it."""
     return _without_none(
         {
             "type": "notification",
@@ -58,6 +61,7 @@ def notification(note: Notification, *, msg_id: str, sent_at: int) -> dict[str, 
             "url_title": note.url_title,
             "actions": [{"label": a.label, "url": a.url} for a in note.actions] or None,
             "markdown": True if note.markdown else None,
+            "attachment": attachment,
         }
     )
 

@@ -17,19 +17,28 @@ RESERVED_PREFIXES = ("rfk_live_", "rfk_test_", "rfd_live_")
 # What secret scanners look for; nothing but a sender token may match it.
 SCANNER_PATTERN = re.compile(r"rf[kd]_(live|test)_[A-Za-z0-9]{32}")
 SENDER_TOKEN_PATTERN = re.compile(r"^rfk_(live|test)_[A-Za-z0-9]{32}$")
+# The shape of a Pushover application token, for client libraries that check it before sending
+# (chump): an opt-in sender token format, meant for the Pushover shim; scanners cannot spot it.
+PUSHOVER_TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9]{30}$")
 DEVICE_CREDENTIAL_PREFIX = "rbd_"
 DEVICE_CREDENTIAL_PATTERN = re.compile(r"^rbd_[A-Za-z0-9_-]{43}$")
 TOKEN_ALPHABET = string.ascii_letters + string.digits
 PAIRING_CODE_PATTERN = re.compile(r"^[0-9]{6}$")
 
 
-def new_sender_token() -> str:
-    """``rfk_live_`` + 32 characters of [A-Za-z0-9]: about 190 bits of entropy."""
+def new_sender_token(*, pushover_shape: bool = False) -> str:
+    """``rfk_live_`` + 32 characters of [A-Za-z0-9] (about 190 bits of entropy); in the Pushover
+    shape, 30 such characters and no prefix (about 178 bits)."""
+    if pushover_shape:
+        return "".join(secrets.choice(TOKEN_ALPHABET) for _ in range(30))
     return SENDER_TOKEN_LIVE_PREFIX + "".join(secrets.choice(TOKEN_ALPHABET) for _ in range(32))
 
 
 def is_sender_token(text: str) -> bool:
-    return SENDER_TOKEN_PATTERN.fullmatch(text) is not None
+    """Shaped like a sender token of either format."""
+    return (
+        SENDER_TOKEN_PATTERN.fullmatch(text) is not None or PUSHOVER_TOKEN_PATTERN.fullmatch(text) is not None
+    )
 
 
 def new_device_credential() -> str:

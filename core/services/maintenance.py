@@ -17,6 +17,7 @@ from core.store.tables import (
     Interaction,
     PairingCode,
     PairResult,
+    ParkedAttachment,
     ParkedDocument,
     QueuedEnvelope,
     RegistrationChallenge,
@@ -32,8 +33,9 @@ class SweepOut(BaseModel):
 
 def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
     """Remove expired pairing codes and results, consent sessions, queued envelopes, registration
-    challenges, file transfers (with their objects), and revocation audit rows (sender tokens,
-    connector grants with their tokens) older than the retention (30 days by default)."""
+    challenges, parked documents and attachments, file transfers (with their objects), and
+    revocation audit rows (sender tokens, connector grants with their tokens) older than the
+    retention (30 days by default)."""
     if principal.kind is not PrincipalKind.SYSTEM:
         raise RelayError("forbidden")
     now = tx.now()
@@ -49,6 +51,7 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
             col(RegistrationChallenge.expires_at) <= now
         ),
         "parked_documents": delete(ParkedDocument).where(col(ParkedDocument.expires_at) <= now),
+        "parked_attachments": delete(ParkedAttachment).where(col(ParkedAttachment.expires_at) <= now),
         # Kept a day past expiry so a caller polling late still hears "expired", not "not found".
         "interactions": delete(Interaction).where(col(Interaction.expires_at) <= now - 86_400),
         "revoked_tokens": delete(SenderToken).where(

@@ -21,7 +21,9 @@ from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.group_commit import group_commit
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
-from core.services.delivery import NOTIFICATION_LIFETIME_S, send_server_message
+from core.services import attachments
+from core.services.attachments import SealedAttachment
+from core.services.delivery import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S, send_server_message
 from core.services.limits import Limited, charge_send_class
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device
@@ -42,18 +44,37 @@ class SendOut(Limited):
 
 
 @group_commit  # on SQLite, sends under load share transactions; the limits are charged once per send
-def send_notification(tx: Tx, principal: Principal, *, fields: Mapping[str, Any], ip: str) -> SendOut:
-    """Validate, cap, size-check, charge the limits, then encrypt per device and dispatch."""
+def send_notification(
+    tx: Tx,
+    principal: Principal,
+    *,
+    fields: Mapping[str, Any],
+    ip: str,
+    attachment: SealedAttachment | None = None,
+) -> SendOut:
+    """Validate, cap, size-check, charge the limits, then encrypt per device and dispatch. An
+    ``attachment`` (sealed by the caller, off the event loop) is parked as one ciphertext for as
+    long as the notification lives; each device's envelope carries its key."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
     note = checked_notification(fields)
     _check_priority_cap(principal, note.priority)
     msg_id = new_prefixed_id("msg")
-    payload = payloads.notification(note, msg_id=msg_id, sent_at=tx.now())
+    now = tx.now()
+    attachment_id = new_prefixed_id("att")
+    reference = attachments.reference(attachment, attachment_id) if attachment is not None else None
+    payload = payloads.notification(note, msg_id=msg_id, sent_at=now, attachment=reference)
     size = len(payloads.encode(payload))
     if size > ENVELOPE_MAX_BYTES:
         raise RelayError("payload_too_large", details={"size": size, "max": ENVELOPE_MAX_BYTES})
     devices, warnings = _targets(tx, principal.account_id, note.devices)
+    if attachment is not None:
+        attachments.check_room(tx, principal.account_id, attachment)
     rate_limit, monthly = charge_send_class(tx, principal, ip)
+    if attachment is not None:  # it lives as long as the notification's queue entries
+        life = min(note.ttl, NOTIFICATION_LIFETIME_S) if note.ttl > 0 else LIVE_GRACE_S
+        attachments.park(
+            tx, principal.account_id, attachment, attachment_id=attachment_id, expires_at=now + life
+        )
     for device in devices:
         send_server_message(
             tx,

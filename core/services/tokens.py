@@ -31,6 +31,11 @@ class TokenCreate(BaseModel):
     label: str = Field(min_length=1, max_length=64)
     scope: str | None = Field(default=None, max_length=32)
     priority_cap: str = Field(default="urgent", max_length=16)
+    format: Literal["relaybox", "pushover"] = Field(
+        default="relaybox",
+        description="relaybox: rfk_live_ + 32 characters (secret scanners know it); pushover: 30 "
+        "letters and digits, the shape Pushover client libraries that check tokens insist on",
+    )
 
 
 class TokenOut(BaseModel):
@@ -52,7 +57,8 @@ class TokenList(BaseModel):
 
 
 def create_sender_token(tx: Tx, principal: Principal, *, body: TokenCreate) -> TokenCreated:
-    """Mint a ``rfk_live_`` token (phone only). ``phone:control`` is the only scope a token may hold."""
+    """Mint a sender token (phone only): ``rfk_live_`` + 32 characters, or in the Pushover shape.
+    ``phone:control`` is the only scope a token may hold."""
     phone = own_device(tx, principal)
     principal.require_phone()
     if body.scope is not None and body.scope not in SENDER_TOKEN_SCOPES:
@@ -66,7 +72,7 @@ def create_sender_token(tx: Tx, principal: Principal, *, body: TokenCreate) -> T
     ).one()
     if active >= tx.settings.max_tokens_per_account:
         raise RelayError("limit_reached", details={"max": tx.settings.max_tokens_per_account})
-    plaintext = new_sender_token()
+    plaintext = new_sender_token(pushover_shape=body.format == "pushover")
     row = SenderToken(
         token_id=new_prefixed_id("tok"),
         account_id=phone.account_id,

@@ -173,6 +173,19 @@ class ParkedDocument(SQLModel, table=True):
     expires_at: int = Field(index=True)
 
 
+class ParkedAttachment(SQLModel, table=True):
+    """A notification's attachment as ciphertext only (``secretbox-v1``; the key, name and type
+    travel inside each device's notification envelope), until it expires."""
+
+    __tablename__ = "parked_attachments"
+
+    attachment_id: str = Field(primary_key=True, max_length=40)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    byte_length: int  # of the blob, counted against the account's quota
+    expires_at: int = Field(index=True)
+
+
 class ConsentSession(SQLModel, table=True):
     """An authorization request waiting for its person: the six-digit code shown on the consent
     page (as an HMAC digest, in the pairing-code namespace), confirmed by a phone, which decides
