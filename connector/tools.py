@@ -44,6 +44,7 @@ TOOL_SCOPES: dict[str, str] = {
     "find_my_phone": SCOPE_PHONE_CONTROL,
     "send_file": SCOPE_FILES_SEND,
 }
+MAX_PROBLEMS = 5  # argument problems named in one invalid_arguments error
 APPROVAL_WAIT_MAX_S = 45
 PROGRESS_STEP_S = 5
 
@@ -57,13 +58,12 @@ def core_tool(fn: Callable[P, Awaitable[BaseModel]]) -> Callable[P, Awaitable[Ca
         try:
             result = await fn(*args, **kwargs)
         except RelayError as error:
-            return _error(error.code, error.message)
+            return tool_error(error.code, error.message)
         except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5])
-            return _error("invalid_arguments", problems)
+            return tool_error("invalid_arguments", describe(error))
         except Exception:
             log.exception("connector tool %s failed unexpectedly", fn.__name__)
-            return _error("internal_error", "Something went wrong on our side.")
+            return tool_error("internal_error", "Something went wrong on our side.")
         structured = result.model_dump(mode="json")
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(structured))], structured_content=structured
@@ -72,8 +72,18 @@ def core_tool(fn: Callable[P, Awaitable[BaseModel]]) -> Callable[P, Awaitable[Ca
     return wrapper
 
 
-def _error(code: str, message: str) -> CallToolResult:
+def tool_error(code: str, message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")], is_error=True)
+
+
+def describe(error: ValidationError) -> str:
+    """Which arguments and why, in a line: ``at: Field required; choices.1: String should have at most
+    48 characters``. The rejected values are the caller's data and are not repeated."""
+    problems = [
+        f"{'.'.join(str(part) for part in item['loc']) or 'arguments'}: {item['msg']}"
+        for item in error.errors(include_url=False, include_input=False)[:MAX_PROBLEMS]
+    ]
+    return "; ".join(problems)
 
 
 def register_tools(mcp: MCPServer, core: Core, principal: PrincipalSource) -> None:
