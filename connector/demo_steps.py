@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import unescape
-from typing import Any, Protocol, TextIO
+from typing import Any, Literal, Protocol, TextIO
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -165,15 +165,20 @@ class ConsentBrowser:
 
 
 def oauth_provider(
-    server: str, storage: MemoryStorage, browser: ConsentBrowser, client_name: str = CLIENT_NAME
+    server: str,
+    storage: MemoryStorage,
+    browser: ConsentBrowser,
+    client_name: str = CLIENT_NAME,
+    auth_method: Literal["none", "client_secret_post", "client_secret_basic"] = "none",
 ) -> OAuthClientProvider:
-    """The SDK's OAuth client for ``server``/mcp, registering itself as ``client_name``."""
+    """The SDK's OAuth client for ``server``/mcp, registering itself as ``client_name`` and asking
+    for ``auth_method`` (relaybox registers every client as public, ``none``, and says so)."""
     return OAuthClientProvider(
         server_url=f"{server}/mcp",
         client_metadata=OAuthClientMetadata(
             client_name=client_name,
             redirect_uris=[AnyUrl(CALLBACK)],
-            token_endpoint_auth_method="none",  # noqa: S106 - a public client: no secret
+            token_endpoint_auth_method=auth_method,
         ),
         storage=storage,
         redirect_handler=browser.open,

@@ -84,7 +84,7 @@ def _checked(document: object, client_id: str, server_metadata: dict[str, Any]) 
         raise ClientMetadataError("a client metadata document must not carry a client secret")
     fields = {key: value for key, value in document.items() if key != "client_id"}
     try:
-        return validate_metadata(fields, server_metadata)
+        return validate_metadata(fields, server_metadata, registering=False)
     except OAuth2Error as exc:
         raise ClientMetadataError(f"the client metadata is not acceptable: {exc.description}") from exc
 

@@ -2,9 +2,13 @@
 metadata documents (``oauth.client_metadata``), and looking a client up for Authlib.
 
 Only public clients: ``token_endpoint_auth_method`` is ``none`` (the default here, not Authlib's
-``client_secret_basic``) and no secret is ever issued. Redirect URIs follow ``oauth.redirect_uris``.
-Omitted ``grant_types`` mean both the code and the refresh grant, so refresh tokens never depend on
-``offline_access``. A client that never completes a grant expires after ``oauth_client_ttl_s``.
+``client_secret_basic``) and no secret is ever issued. A client that asks for a confidential method
+(Claude.ai's connector asks for ``client_secret_post``) is registered as the public client it will
+be treated as, and the response says so: RFC 7591 section 3.2.1 lets the server replace requested
+metadata values, and the client then authenticates with PKCE alone, as every MCP client can.
+Redirect URIs follow ``oauth.redirect_uris``. Omitted ``grant_types`` mean both the code and the
+refresh grant, so refresh tokens never depend on ``offline_access``. A client that never completes
+a grant expires after ``oauth_client_ttl_s``.
 """
 
 from __future__ import annotations
@@ -35,9 +39,11 @@ URL_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "jwks_uri")
 TEXT_FIELDS = ("software_id", "software_version")
 
 
-def prepare_metadata(document: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def prepare_metadata(document: dict[str, Any], *, registering: bool) -> tuple[dict[str, Any], str]:
     """Check the fields Authlib does not (sizes, redirect URIs, public-client rules), fill the
     defaults and take out ``application_type`` (OpenID's, which Authlib's claims drop).
+    ``registering`` (RFC 7591): any asked-for auth method becomes ``none``, and the response says so;
+    a client ID metadata document gets no response to learn that from, so its method must fit.
     Raises ``InvalidRedirectURIError`` or ``InvalidClientMetadataError``."""
     uris = document.get("redirect_uris")
     if not isinstance(uris, list) or not 1 <= len(uris) <= MAX_REDIRECT_URIS:
@@ -76,15 +82,21 @@ def prepare_metadata(document: dict[str, Any]) -> tuple[dict[str, Any], str]:
     application_type = prepared.pop("application_type", None)
     if application_type not in (None, "native", "web"):
         raise InvalidClientMetadataError("application_type must be native or web.")
-    prepared.setdefault("token_endpoint_auth_method", "none")
+    method = prepared.get("token_endpoint_auth_method")
+    if method is not None and not isinstance(method, str):
+        raise InvalidClientMetadataError("token_endpoint_auth_method must be a string.")
+    if registering or method is None:
+        prepared["token_endpoint_auth_method"] = "none"  # whatever was asked: see the module docstring
     prepared.setdefault("grant_types", list(DEFAULT_GRANT_TYPES))
     prepared.setdefault("response_types", ["code"])
     return prepared, application_type or "native"
 
 
-def validate_metadata(document: dict[str, Any], server_metadata: dict[str, Any]) -> dict[str, Any]:
+def validate_metadata(
+    document: dict[str, Any], server_metadata: dict[str, Any], *, registering: bool
+) -> dict[str, Any]:
     """``prepare_metadata``, then Authlib's RFC 7591 claims against the server's metadata."""
-    prepared, application_type = prepare_metadata(document)
+    prepared, application_type = prepare_metadata(document, registering=registering)
     options = ClientMetadataClaims.get_claims_options(server_metadata)
     claims = ClientMetadataClaims(prepared, {}, options, server_metadata)
     try:
@@ -153,7 +165,7 @@ class DynamicRegistration(ClientRegistrationEndpoint):  # type: ignore[misc]
         return self.server_metadata
 
     def extract_client_metadata(self, request: Any) -> dict[str, Any]:
-        metadata = validate_metadata(request.payload.data, self.server_metadata)
+        metadata = validate_metadata(request.payload.data, self.server_metadata, registering=True)
         request.payload = JsonBody(metadata)
         return metadata
 

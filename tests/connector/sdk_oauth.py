@@ -6,6 +6,7 @@ The browser and the token storage are the ones ``relaybox demo`` uses (``connect
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import anyio
 from mcp.client.auth import OAuthClientProvider
@@ -18,9 +19,13 @@ __all__ = ["CALLBACK", "ApprovingBrowser", "MemoryStorage", "cli_confirmer", "oa
 
 
 def oauth_provider(
-    server: str, storage: MemoryStorage, browser: ApprovingBrowser, client_name: str = "relaybox tests"
+    server: str,
+    storage: MemoryStorage,
+    browser: ApprovingBrowser,
+    client_name: str = "relaybox tests",
+    auth_method: Literal["none", "client_secret_post", "client_secret_basic"] = "none",
 ) -> OAuthClientProvider:
-    return demo_steps.oauth_provider(server, storage, browser, client_name)
+    return demo_steps.oauth_provider(server, storage, browser, client_name, auth_method)
 
 
 def cli_confirmer(run: Callable[..., object]) -> ConfirmOnPhone:

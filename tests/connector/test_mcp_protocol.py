@@ -62,11 +62,13 @@ async def test_only_the_tools_capability_is_advertised(session: Client) -> None:
 async def test_prompts_and_resources_are_method_not_found_and_log_no_error(
     session: Client, method: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO), pytest.raises(MCPError) as raised:
+    async def call() -> object:
         if method == "prompts":
-            await session.get_prompt("no_such_prompt")
-        else:
-            await session.read_resource("relaybox://nothing")
+            return await session.get_prompt("no_such_prompt")
+        return await session.read_resource("relaybox://nothing")
+
+    with caplog.at_level(logging.INFO), pytest.raises(MCPError) as raised:
+        await call()
     assert raised.value.error.code == METHOD_NOT_FOUND
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 

@@ -8,6 +8,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import httpx2
@@ -105,6 +106,31 @@ async def test_every_tool_reaches_the_virtual_phone(
         devices = await client.call_tool("list_devices", {})
         assert devices.structured_content is not None
         assert [d["name"] for d in devices.structured_content["devices"]] == ["Pixel"]
+
+
+@pytest.mark.parametrize("asked", ["client_secret_post", "client_secret_basic"])
+async def test_a_client_asking_to_be_confidential_is_registered_public_and_connects(
+    relaybox_server: str, cli: Cli, asked: Literal["client_secret_post", "client_secret_basic"]
+) -> None:
+    """Claude.ai's connector registers with client_secret_post (anthropics/claude-ai-mcp#1043):
+    relaybox registers it as the public client it will treat it as and says so (RFC 7591 3.2.1);
+    the SDK's client then completes the whole flow without a secret."""
+    registered = cli.run("phone", "register", "--name", "Pixel")
+    assert registered.returncode == 0, registered
+    storage = MemoryStorage()
+    async with httpx2.AsyncClient(follow_redirects=False, timeout=30) as browser_http:
+        browser = ApprovingBrowser(relaybox_server, browser_http, cli_confirmer(cli.run))
+        provider = oauth_provider(relaybox_server, storage, browser, auth_method=asked)
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(30, read=60)) as http,
+            Client(streamable_http_client(f"{relaybox_server}/mcp", http_client=http)) as client,
+        ):
+            with anyio.fail_after(60):
+                tools = await client.list_tools()
+    assert len(tools.tools) == 8
+    assert storage.client_info is not None
+    assert storage.client_info.token_endpoint_auth_method == "none"
+    assert storage.client_info.client_secret is None
 
 
 async def test_without_a_token_mcp_answers_401_with_the_metadata_and_a_scope_hint(

@@ -39,6 +39,21 @@ def test_a_public_client_registers_and_gets_no_secret(client: TestClient, clock:
     assert "client_secret_expires_at" not in body
 
 
+@pytest.mark.parametrize(
+    "asked", ["client_secret_post", "client_secret_basic", "private_key_jwt", "client_secret_jwt", "none"]
+)
+def test_any_auth_method_asked_for_is_registered_public_and_the_answer_says_so(
+    client: TestClient, asked: str
+) -> None:
+    """RFC 7591 3.2.1: the server may replace requested values and answers with what it registered."""
+    response = client.post(
+        "/oauth/register", json={"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": asked}
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["token_endpoint_auth_method"] == "none"
+    assert "client_secret" not in response.json()
+
+
 def test_omitted_fields_default_to_a_public_client_with_refresh_tokens(client: TestClient) -> None:
     response = client.post("/oauth/register", json={"redirect_uris": [REDIRECT_URI]})
     assert response.status_code == 201, response.text
@@ -96,8 +111,7 @@ def test_other_redirect_uris_are_refused(client: TestClient, uri: Any) -> None:
         ({"redirect_uris": []}, "invalid_redirect_uri"),
         ({"redirect_uris": "https://app.example/cb"}, "invalid_redirect_uri"),
         ({"redirect_uris": [f"https://app.example/{n}" for n in range(9)]}, "invalid_redirect_uri"),
-        ({"token_endpoint_auth_method": "client_secret_basic"}, "invalid_client_metadata"),
-        ({"token_endpoint_auth_method": "private_key_jwt"}, "invalid_client_metadata"),
+        ({"token_endpoint_auth_method": 7}, "invalid_client_metadata"),
         ({"grant_types": ["client_credentials"]}, "invalid_client_metadata"),
         ({"grant_types": ["authorization_code", "password"]}, "invalid_client_metadata"),
         ({"response_types": ["token"]}, "invalid_client_metadata"),
