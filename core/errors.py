@@ -15,6 +15,7 @@ class ErrorSpec:
     status: int
     message: str
     flat: bool = False  # authentication failures use the flat shape {error, message?}
+    retry_after_s: int = 0  # a 429's Retry-After when its raiser knows no better (every 429 has one)
 
 
 CATALOGUE: dict[str, ErrorSpec] = {
@@ -36,7 +37,9 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "pairing_expired": ErrorSpec(
         410, "The pairing code expired or was never confirmed; start pairing again."
     ),
-    "too_many_attempts": ErrorSpec(429, "Too many wrong pairing codes; wait before trying again."),
+    "too_many_attempts": ErrorSpec(
+        429, "Too many wrong pairing codes; wait before trying again.", retry_after_s=60
+    ),
     "not_a_phone": ErrorSpec(403, "Only the phone can do this."),
     # Connector consent (the OAuth consent page).
     "consent_expired": ErrorSpec(410, "The consent request expired; start connecting again from the app."),
@@ -74,7 +77,7 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "invalid_choice": ErrorSpec(400, "choice_index is not one of the offered choices."),
     "already_answered": ErrorSpec(409, "The first answer already won."),
     "interaction_expired": ErrorSpec(409, "The question expired before it was answered."),
-    "too_many_pending": ErrorSpec(429, "The account already has 10 pending questions."),
+    "too_many_pending": ErrorSpec(429, "The account already has 10 pending questions.", retry_after_s=30),
     "invalid_filename": ErrorSpec(400, "The filename is unsafe or its extension is not allowed."),
     "invalid_content": ErrorSpec(400, "The document content must not be empty."),
     "content_too_large": ErrorSpec(413, "The document content is larger than 131072 bytes."),
@@ -103,7 +106,7 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "not_found": ErrorSpec(404, "Not found."),
     "no_phone_device": ErrorSpec(409, "The account has no paired phone."),
     # Limits.
-    "rate_limit_exceeded": ErrorSpec(429, "Rate limit exceeded."),
+    "rate_limit_exceeded": ErrorSpec(429, "Rate limit exceeded.", retry_after_s=5),
     # A dependency (database, Redis) is not answering: try again shortly (core.availability).
     "unavailable": ErrorSpec(503, "The service is briefly unavailable; try again shortly."),
     # Anything unexpected.
@@ -128,7 +131,9 @@ class RelayError(Exception):
         self.spec = CATALOGUE[code]
         self.message = message if message is not None else self.spec.message
         self.details = details
-        self.headers = headers or {}
+        self.headers = dict(headers or {})
+        if self.spec.status == 429:
+            self.headers.setdefault("Retry-After", str(self.spec.retry_after_s))
         super().__init__(f"{code}: {self.message}")
 
     @property

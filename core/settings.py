@@ -54,7 +54,9 @@ class Settings(BaseSettings):
     pairing_result_ttl_s: int = Field(default=86_400, ge=60)
     pairing_failures_per_ip: int = Field(default=10, ge=1)
     pairing_failures_per_device: int = Field(default=5, ge=1)
-    pairing_failures_global: int = Field(default=200, ge=1)
+    pairing_wrong_guesses_per_code: int = Field(
+        default=32, ge=1, description="wrong guesses a live code's bucket may meet before its codes die"
+    )
     pairing_failure_window_s: int = Field(default=300, ge=1)
     pair_init_per_ip_per_minute: int = Field(default=10, ge=1)
     register_per_ip_per_minute: int = Field(default=10, ge=1)

@@ -37,9 +37,12 @@ def b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def register_phone(client: Http, *, name: str = "Pixel", **extra: object) -> FakeDevice:
+def register_phone(
+    client: Http, *, name: str = "Pixel", headers: dict[str, str] | None = None, **extra: object
+) -> FakeDevice:
     secret, public = generate_keypair()
-    response = client.post("/v1/devices", json={"public_key": b64(public), "name": name, **extra})
+    body = {"public_key": b64(public), "name": name, **extra}
+    response = client.post("/v1/devices", json=body, headers=headers)
     assert response.status_code == 201, response.text
     body = response.json()
     return FakeDevice(body["device_id"], body["device_token"], secret, public, body["account_id"])

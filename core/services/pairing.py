@@ -2,8 +2,10 @@
 
 The computer calls ``init_pairing`` (unauthenticated, per-IP limited) and gets a code plus its own
 device id and credential; the phone confirms the code with its credential; the computer collects
-the phone's key with ``get_pairing_result``. Wrong codes are limited per IP, per phone and across
-the whole server, so no live code can be guessed within its lifetime (see ``_failure_checks``).
+the phone's key with ``get_pairing_result``. Wrong codes are limited per IP and per phone (the
+guesser waits), and per code: a live code dies after a few wrong guesses that could have been aimed
+at it (``core.services.code_guesses``). Nothing is limited server-wide, so no stranger can lock
+pairing or consent for everyone.
 
 The phone confirms the connector's consent codes (``core.services.consent``) through the same
 route and the same limits: a live consent code is confirmed as intent ``connector``.
@@ -19,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
-from core.context import Tx, read_only
+from core.context import Core, Tx, read_only
 from core.domain.secrets import (
     PAIRING_CODE_PATTERN,
     digest,
@@ -31,6 +33,7 @@ from core.domain.secrets import (
 )
 from core.errors import RelayError
 from core.principal import Principal
+from core.services.code_guesses import charge_wrong_code
 from core.services.consent import confirm_consent_code, consent_code_is_live
 from core.services.devices import DeviceType, charge_ip, checked_public_key, own_device
 from core.store.tables import Device, Pair, PairingCode, PairResult
@@ -137,21 +140,35 @@ def init_pairing(tx: Tx, principal: Principal, *, body: PairInit) -> PairInitOut
     raise RelayError("rate_limit_exceeded", "Too many live pairing codes; try again shortly.")
 
 
-def confirm_pairing(tx: Tx, principal: Principal, *, body: PairConfirm, ip: str) -> PairConfirmOut:
+async def confirm_pairing(core: Core, principal: Principal, *, body: PairConfirm, ip: str) -> PairConfirmOut:
+    """The phone redeems a code (``redeem_code``); a wrong one is 400 ``invalid_code`` once the
+    code deaths it caused are committed."""
+    confirmed = await core.run(redeem_code, principal, body=body, ip=ip)
+    if confirmed is None:
+        raise RelayError("invalid_code")
+    return confirmed
+
+
+def redeem_code(tx: Tx, principal: Principal, *, body: PairConfirm, ip: str) -> PairConfirmOut | None:
     """The phone redeems a code: the computer's device row and the pair row are written, the code
     is deleted (single use) and a result is kept 24 h for the computer to collect. A live connector
     consent code is confirmed instead (intent ``connector``): it binds the consent page to this
-    phone's account and creates no device."""
+    phone's account and creates no device.
+
+    A wrong code returns ``None`` rather than raising, so that what it cost (the guesser's budgets,
+    and the live codes it killed) is committed with the transaction."""
     phone_id = principal.require_phone()
     phone = own_device(tx, principal)
     checks = _failure_checks(tx, ip, phone_id)
     now_f = tx.clock.now()
-    if not tx.limiter.peek(checks, now_f).allowed:
-        raise RelayError("too_many_attempts")
+    decision = tx.limiter.peek(checks, now_f)
+    if not decision.allowed:
+        raise RelayError("too_many_attempts", headers={"Retry-After": str(decision.retry_after)})
     if checked_public_key(body.public_key) != phone.public_key:
         raise RelayError("invalid_public_key", "public_key is not the key this phone registered.")
     now = tx.now()
     code_row = None
+    digest_value = None
     if PAIRING_CODE_PATTERN.fullmatch(body.code):
         digest_value = pairing_code_digest(body.code, tx.keys.derived_key("pairing-code"))
         if body.intent != "connector":
@@ -162,7 +179,9 @@ def confirm_pairing(tx: Tx, principal: Principal, *, body: PairConfirm, ip: str)
                 return PairConfirmOut(intent="connector", client_name=connector.client_name)
     if code_row is None or code_row.expires_at <= now or not _redeem(tx, code_row.code_digest):
         tx.limiter.acquire(checks, now_f)
-        raise RelayError("invalid_code")
+        if digest_value is not None:
+            charge_wrong_code(tx, digest_value)
+        return None
 
     computer = Device(
         device_id=code_row.device_id,
@@ -245,12 +264,11 @@ def _redeem(tx: Tx, code_digest: str) -> bool:
 
 
 def _failure_checks(tx: Tx, ip: str, phone_id: str) -> list[LimitCheck]:
-    """Wrong-code budgets. The server-wide one bounds the guesses any one live code can receive
-    during its lifetime, whatever number of IPs or phones an attacker uses: with the default 200
-    per 300 s, one code's chance of being guessed is at most 200 / 10^6."""
+    """The guesser's own wrong-code budgets: per IP and per phone. What bounds the guesses any one
+    live code can receive, whatever number of IPs or phones an attacker uses, is the code's own
+    death (``core.services.code_guesses``)."""
     window = tx.settings.pairing_failure_window_s
     return [
         LimitCheck("pairing_failures_ip", ip, tx.settings.pairing_failures_per_ip, window),
         LimitCheck("pairing_failures_device", phone_id, tx.settings.pairing_failures_per_device, window),
-        LimitCheck("pairing_failures_server", "all", tx.settings.pairing_failures_global, window),
     ]

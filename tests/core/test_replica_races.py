@@ -35,7 +35,7 @@ from core.services.auth import Accept, authenticate
 from core.services.devices import DeviceCreate, register_phone
 from core.services.interactions import Answer, InteractionCreate, answer_interaction, create_interaction
 from core.services.maintenance import sweep_expired
-from core.services.pairing import PairConfirm, PairConfirmOut, PairInit, confirm_pairing, init_pairing
+from core.services.pairing import PairConfirm, PairConfirmOut, PairInit, init_pairing, redeem_code
 from core.services.relay import EnvelopeCreate, relay_envelope
 from core.services.tokens import TokenCreate, create_sender_token
 from core.settings import Settings, explicit_settings
@@ -74,7 +74,7 @@ def settings(tmp_path: Path, database: str) -> Settings:
         pair_init_per_ip_per_minute=HIGH,
         pairing_failures_per_ip=HIGH,
         pairing_failures_per_device=HIGH,
-        pairing_failures_global=HIGH,
+        pairing_wrong_guesses_per_code=HIGH,
         limit_token_burst=HIGH,
         limit_token_monthly=HIGH,
         limit_receiver_daily=HIGH,
@@ -203,7 +203,10 @@ def test_a_pairing_code_is_redeemed_by_exactly_one_of_several_phones_racing_on_t
 
         def redeem(core: Core, n: int, code: str = code) -> PairConfirmOut:
             body = PairConfirm(code=code, public_key=phones[n].public_b64)
-            return core.run_sync(confirm_pairing, phones[n].principal, body=body, ip=IP)
+            confirmed = core.run_sync(redeem_code, phones[n].principal, body=body, ip=IP)
+            if confirmed is None:
+                raise RelayError("invalid_code")
+            return confirmed
 
         outcomes = race(on_each_replica(replicas, redeem))
         winners = [n for n, o in enumerate(outcomes) if isinstance(o, PairConfirmOut)]
@@ -260,8 +263,8 @@ def test_a_queue_filled_from_two_replicas_at_once_keeps_exactly_the_newest_200(
 ) -> None:
     phone = new_phone(replicas[0])
     code, computer_id, computer_public = new_code(replicas[1])
-    replicas[0].run_sync(
-        confirm_pairing, phone.principal, body=PairConfirm(code=code, public_key=phone.public_b64), ip=IP
+    assert replicas[0].run_sync(
+        redeem_code, phone.principal, body=PairConfirm(code=code, public_key=phone.public_b64), ip=IP
     )
     blob = base64.b64encode(seal(b"clip", phone.secret, computer_public)).decode()
     envelope = EnvelopeCreate(to=computer_id, type="clipboard", blob=blob)
@@ -306,8 +309,8 @@ def test_expiry_sweeps_racing_on_two_replicas_remove_each_expired_row_once(
 ) -> None:
     phone = new_phone(replicas[0])
     code, computer_id, computer_public = new_code(replicas[1])
-    replicas[0].run_sync(
-        confirm_pairing, phone.principal, body=PairConfirm(code=code, public_key=phone.public_b64), ip=IP
+    assert replicas[0].run_sync(
+        redeem_code, phone.principal, body=PairConfirm(code=code, public_key=phone.public_b64), ip=IP
     )
     token = replicas[0].run_sync(create_sender_token, phone.principal, body=TokenCreate(label="script"))
     sender = signed_in(replicas[0], token.token)

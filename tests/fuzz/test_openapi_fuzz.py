@@ -50,7 +50,7 @@ LIMITS_RAISED: dict[str, Any] = dict.fromkeys(
         "pair_init_per_ip_per_minute",
         "pairing_failures_per_ip",
         "pairing_failures_per_device",
-        "pairing_failures_global",
+        "pairing_wrong_guesses_per_code",
         "oauth_register_per_ip_per_minute",
         "oauth_consent_per_ip_per_minute",
         "max_tokens_per_account",

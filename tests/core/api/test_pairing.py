@@ -170,6 +170,19 @@ def test_wrong_codes_are_limited_per_ip_across_phones(client: TestClient, core: 
     assert blocked.status_code == 429 and error_code(blocked) == "too_many_attempts"
 
 
+def test_a_refused_guess_says_when_to_try_again(client: TestClient, core: Core) -> None:
+    phone = register_phone(client)
+    for _ in range(core.settings.pairing_failures_per_device):
+        client.post(
+            "/v1/pair/confirm", json={"code": "999999", "public_key": phone.public_b64}, headers=phone.auth
+        )
+    blocked = client.post(
+        "/v1/pair/confirm", json={"code": "999999", "public_key": phone.public_b64}, headers=phone.auth
+    )
+    assert blocked.status_code == 429
+    assert 0 < int(blocked.headers["Retry-After"]) <= core.settings.pairing_failure_window_s
+
+
 def test_the_failure_budget_frees_up_after_its_window(
     client: TestClient, core: Core, clock: ManualClock
 ) -> None:
