@@ -8,6 +8,9 @@ the service had accepted before is affected. Pools reconnect by themselves once 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 
 from sqlalchemy import exc as sa
 
@@ -16,6 +19,7 @@ from core.errors import RelayError
 log = logging.getLogger("relaybox.availability")
 
 RETRY_AFTER_S = 2
+BREAKER_COOLDOWN_S = 5.0
 
 
 class DependencyUnavailableError(ConnectionError):
@@ -64,3 +68,62 @@ class _DownAsUnavailable:
 
 
 DOWN_AS_UNAVAILABLE = _DownAsUnavailable()
+
+
+class CircuitBreaker:
+    """Fail fast while a dependency is known to be down, instead of making every request wait out
+    its timeout: after a failure, calls are refused at once for ``cooldown_s``; then one call tries
+    again (others are still refused meanwhile), and its success closes the breaker. Thread-safe:
+    the rate limiter calls it from worker threads, the fan-out from the event loop."""
+
+    def __init__(
+        self,
+        service: str,
+        cooldown_s: float = BREAKER_COOLDOWN_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.service = service
+        self.cooldown_s = cooldown_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._tripped = False
+        self._refuse_until = 0.0
+
+    @property
+    def tripped(self) -> bool:
+        return self._tripped
+
+    def allow(self) -> bool:
+        """Whether a call may go ahead now (a trial call, when the breaker is tripped)."""
+        now = self._clock()
+        with self._lock:
+            if not self._tripped:
+                return True
+            if now < self._refuse_until:
+                return False
+            self._refuse_until = now + self.cooldown_s  # this caller is the trial
+            return True
+
+    def check(self) -> None:
+        """``allow`` or raise ``DependencyUnavailableError`` (503 ``unavailable``)."""
+        if not self.allow():
+            raise DependencyUnavailableError(self.service)
+
+    def succeeded(self) -> None:
+        if self._tripped:
+            with self._lock:
+                self._tripped = False
+            log.warning("%s answers again", self.service, extra={"service": self.service})
+
+    def failed(self) -> None:
+        with self._lock:
+            newly = not self._tripped
+            self._tripped = True
+            self._refuse_until = self._clock() + self.cooldown_s
+        if newly:
+            log.warning(
+                "%s not answering: failing fast for %.0f s between tries",
+                self.service,
+                self.cooldown_s,
+                extra={"service": self.service},
+            )

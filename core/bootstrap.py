@@ -17,7 +17,8 @@ from core.server_keys import ServerKeys, load_server_keys
 from core.services.devices import forget_push_registration
 from core.settings import Settings
 from core.store import migrate
-from core.store.database import make_engine
+from core.store.database import is_sqlite, make_engine
+from core.store.deadline import bound_connections
 
 
 def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
@@ -25,16 +26,19 @@ def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.effective_database_url)
     if settings.migrate_on_start:
-        migrate.upgrade(engine)
+        migrate.upgrade(engine)  # before the deadline: a migration may rightly take longer
+    if not is_sqlite(settings.effective_database_url):
+        bound_connections(engine, settings.database_timeout_s)
     push = PushRouter(fcm=_fcm(settings), webpush=_webpush(settings))
     keys = load_server_keys(settings)
+    limiter = _limiter(settings)
     core = Core(
         settings=settings,
         engine=engine,
         clock=clock or SystemClock(),
         keys=keys,
-        limiter=_limiter(settings),
-        fanout=_fanout(settings),
+        limiter=limiter,
+        fanout=_fanout(settings, limiter),
         push=push,
         objects=_objects(settings, keys),
     )
@@ -59,12 +63,15 @@ def _limiter(settings: Settings) -> RateLimiter:
     return RedisRateLimiter(settings.redis_url, namespace=settings.redis_namespace)
 
 
-def _fanout(settings: Settings) -> Fanout:
+def _fanout(settings: Settings, limiter: RateLimiter) -> Fanout:
     if not settings.redis_url:
         return MemoryFanout()
     from core.adapters.fanout.redis import RedisFanout
+    from core.adapters.limits.redis import RedisRateLimiter
 
-    return RedisFanout(settings.redis_url, namespace=settings.redis_namespace)
+    # One Redis, one breaker: once the limiter has seen it down, the fan-out fails fast too.
+    breaker = limiter.breaker if isinstance(limiter, RedisRateLimiter) else None
+    return RedisFanout(settings.redis_url, namespace=settings.redis_namespace, breaker=breaker)
 
 
 def _fcm(settings: Settings) -> PushSender | None:

@@ -35,6 +35,12 @@ class Settings(BaseSettings):
     # Storage. Empty database_url = SQLite file in data_dir.
     data_dir: Path = Path(".relaybox")
     database_url: str | None = None
+    database_timeout_s: float = Field(
+        default=4.0,
+        gt=0,
+        le=120,
+        description="PostgreSQL: the longest one request may hold a connection; past it, 503 unavailable",
+    )
     migrate_on_start: bool = True
     # Scale-out: with a Redis URL, rate limits and fan-out are shared by every replica (else in-process).
     redis_url: str | None = Field(

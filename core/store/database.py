@@ -11,6 +11,15 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
 
 READ_ONLY = "relaybox_read_only"
+POOL_WAIT_S = 2.0
+POSTGRES_CONNECT_ARGS = {
+    "connect_timeout": 2,  # seconds, libpq's minimum
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 5000,  # ms: unacknowledged data this long = the peer is gone
+}
 
 
 def is_sqlite(url: str) -> bool:
@@ -22,7 +31,12 @@ def make_engine(url: str) -> Engine:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     if not is_sqlite(url):
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        # Bounded waits: for a pooled connection, for a new one, and (TCP) for a peer that vanished.
+        # A peer that is there but never answers is bounded by ``core.store.deadline``, which also
+        # pings a pooled connection before use (so no ``pool_pre_ping``: its ping is unbounded).
+        return create_engine(
+            url, pool_size=10, max_overflow=20, pool_timeout=POOL_WAIT_S, connect_args=POSTGRES_CONNECT_ARGS
+        )
 
     in_memory = url in ("sqlite://", "sqlite:///:memory:")
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 10}}

@@ -31,13 +31,14 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from core.adapters.fanout.memory import MemorySubscription
+from core.availability import CircuitBreaker, DependencyUnavailableError
 
 log = logging.getLogger("relaybox.fanout")
 
 DEFAULT_NAMESPACE = "relaybox"
 RESYNC = "{}"  # the wake-up after a reconnect: an empty JSON object, nothing announced
-TIMEOUT_S = 5.0
-SUBSCRIBE_TIMEOUT_S = 10.0
+TIMEOUT_S = 2.0
+SUBSCRIBE_TIMEOUT_S = 3.0
 HEARTBEAT_S = 15.0  # an idle connection is PINGed this often; silent for twice as long = dead
 RECONNECT_MAX_S = 5.0
 
@@ -53,7 +54,10 @@ class _Channel:
 
 
 class RedisFanout:
-    def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+    def __init__(
+        self, url: str, *, namespace: str = DEFAULT_NAMESPACE, breaker: CircuitBreaker | None = None
+    ) -> None:
+        self.breaker = breaker or CircuitBreaker("redis")  # shared with the rate limiter by bootstrap
         self._url = url
         self._prefix = f"{namespace}:fanout:"
         self._client: redis.asyncio.Redis | None = None
@@ -69,10 +73,15 @@ class RedisFanout:
         """Best-effort, like every fan-out message: the data is already committed, and a waiter that
         misses the wake-up catches up at its next timeout or keep-alive."""
         self._bind_loop()
+        if not self.breaker.allow():
+            return  # Redis is down: the wake-up is skipped at once rather than after a timeout
         try:
             await self._publisher().publish(self._channel_name(topic), message)
         except RedisError as error:
+            self.breaker.failed()
             log.warning("fan-out publish failed: %s: %s", type(error).__name__, error)
+        else:
+            self.breaker.succeeded()
 
     @asynccontextmanager
     async def subscribe(self, *topics: str) -> AsyncIterator[MemorySubscription]:
@@ -99,11 +108,16 @@ class RedisFanout:
         if not wanted:
             return set()
         self._bind_loop()
+        known_here = {topic for name, topic in wanted.items() if name in self._channels}
+        if not self.breaker.allow():
+            return known_here
         try:
             counts = await self._publisher().pubsub_numsub(*wanted)
         except RedisError as error:
+            self.breaker.failed()
             log.warning("fan-out presence query failed: %s: %s", type(error).__name__, error)
-            return {topic for name, topic in wanted.items() if name in self._channels}
+            return known_here
+        self.breaker.succeeded()
         listened = {
             name.encode() if isinstance(name, str) else name for name, count in counts if int(count) > 0
         }
@@ -113,6 +127,7 @@ class RedisFanout:
         """Readiness (``/readyz``): Redis answers PING on this process's publishing connection."""
         self._bind_loop()
         await self._publisher().ping()
+        self.breaker.succeeded()
 
     async def aclose(self) -> None:
         """Stop the reader and close both connections; a later use starts afresh."""
@@ -143,14 +158,16 @@ class RedisFanout:
         return name, channel
 
     async def _confirmed(self, channels: list[_Channel]) -> None:
+        if all(c.confirmed.is_set() for c in channels):
+            return
+        self.breaker.check()
         try:
             with anyio.fail_after(SUBSCRIBE_TIMEOUT_S):
                 while pending := [c for c in channels if not c.confirmed.is_set()]:
                     await pending[0].confirmed.wait()
         except TimeoutError:
-            raise ConnectionError(
-                f"Redis did not confirm a fan-out subscription in {SUBSCRIBE_TIMEOUT_S} s"
-            ) from None
+            self.breaker.failed()
+            raise DependencyUnavailableError("redis") from None
 
     def _publisher(self) -> redis.asyncio.Redis:
         if self._client is None:
@@ -246,6 +263,7 @@ class RedisFanout:
             response = await connection.read_response(timeout=2 * HEARTBEAT_S, push_request=True)
             if response is None:
                 raise TimeoutError(f"no word from Redis in {2 * HEARTBEAT_S} s, not even to PING")
+            self.breaker.succeeded()  # Redis answers: callers need not wait out a cool-down
             self._handle(response)
 
     def _handle(self, response: Any) -> None:

@@ -16,10 +16,10 @@ import secrets
 import redis
 
 from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, decide, layer_state
-from core.availability import DependencyUnavailableError
+from core.availability import CircuitBreaker, DependencyUnavailableError
 
 DEFAULT_NAMESPACE = "relaybox"
-TIMEOUT_S = 5.0
+TIMEOUT_S = 2.0
 
 # KEYS: a sorted set per layer.  ARGV: now, cost, charge (1 | 0), a member id unique to this call,
 # then per layer: the earliest time still counted, the key's time to live in ms, the limit.
@@ -66,7 +66,10 @@ class RedisRateLimiter:
 
     blocking = True  # a round trip to Redis per call
 
-    def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+    def __init__(
+        self, url: str, *, namespace: str = DEFAULT_NAMESPACE, breaker: CircuitBreaker | None = None
+    ) -> None:
+        self.breaker = breaker or CircuitBreaker("redis")  # shared with the fan-out by bootstrap
         # Query-string options in ``url`` win over these defaults.
         self._client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S)
         self._prefix = f"{namespace}:limit:"
@@ -100,10 +103,13 @@ class RedisRateLimiter:
             key, since, expires = check.bucket(now)
             keys.append(self._prefix + key)
             args.extend([repr(since), max(1, math.ceil((expires - now) * 1000)), check.limit])
+        self.breaker.check()
         try:
             answer = self._script(keys=keys, args=args)
         except (redis.ConnectionError, redis.TimeoutError) as error:
+            self.breaker.failed()
             raise DependencyUnavailableError("redis") from error
+        self.breaker.succeeded()
         states: list[tuple[LimitState, bool]] = []
         for check, (used, oldest) in zip(checks, answer, strict=True):
             states.append(

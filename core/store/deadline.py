@@ -1,0 +1,109 @@
+"""A deadline on every PostgreSQL connection in use, so a database that stops answering costs a
+request a few seconds and a 503, never a hang.
+
+Timeouts in the connection string do not cover the failure that matters: a server (or a proxy, or
+a half-dead network path) that keeps the TCP connection open and acknowledges every byte but never
+answers. ``statement_timeout`` is the server's to enforce, and TCP keepalives and
+``tcp_user_timeout`` are satisfied by whatever acknowledges the packets. So the bound is kept here,
+on the client: each connection checked out of the pool is registered with the time it must be
+back, and a watchdog thread shuts the socket of any connection past its deadline. The driver's
+blocked read then fails at once, SQLAlchemy invalidates the connection and rolls back, and the
+caller gets 503 ``unavailable`` (``core.availability``); nothing half-written can commit later.
+
+The same check-out handler pings the connection first (SQLAlchemy's pessimistic-disconnect
+recipe, under a short deadline of its own, unlike ``pool_pre_ping``): a connection that went stale
+or silent while pooled is replaced by a new one, whose connect has its own timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, event
+from sqlalchemy import exc as sa
+
+log = logging.getLogger("relaybox.database")
+
+WATCH_INTERVAL_S = 0.1
+PING_DEADLINE_S = 1.0  # a pooled connection's ping; missing it costs a reconnect, not an error
+IDLE_EXIT_S = 5.0  # the watchdog thread ends after this long with no connection out; the next starts it
+
+
+@dataclass(slots=True)
+class _Lease:
+    connection: Any  # the driver's connection (psycopg), whose socket the watchdog may shut
+    deadline: float
+    expired: bool = False
+
+
+class ConnectionDeadlines:
+    """Installed on an engine by ``bound_connections``. Its watchdog thread runs only while the
+    engine has connections out (and ``IDLE_EXIT_S`` after), so an idle engine costs nothing."""
+
+    def __init__(self, engine: Engine, seconds: float) -> None:
+        self.seconds = seconds
+        self._ping = engine.dialect.do_ping  # outside any transaction (psycopg: in autocommit)
+        self._leases: dict[int, _Lease] = {}  # by id() of the pool's connection record
+        self._lock = threading.Lock()
+        self._watchdog: threading.Thread | None = None
+        event.listen(engine, "checkout", self._checked_out)
+        event.listen(engine, "checkin", self._checked_in)
+
+    def _checked_out(self, dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        lease = _Lease(dbapi_connection, time.monotonic() + PING_DEADLINE_S)
+        with self._lock:
+            self._leases[id(record)] = lease
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(target=self._watch, name="db-deadlines", daemon=True)
+                self._watchdog.start()
+        try:
+            self._ping(dbapi_connection)
+        except Exception as error:
+            self._checked_in(dbapi_connection, record)
+            # The pool replaces it with a new connection, whose connect is bounded by its timeout.
+            raise sa.DisconnectionError("pooled connection stale or not answering") from error
+        with self._lock:
+            lease.deadline = time.monotonic() + self.seconds
+
+    def _checked_in(self, _dbapi_connection: Any, record: Any) -> None:
+        with self._lock:
+            self._leases.pop(id(record), None)
+
+    def _watch(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            time.sleep(WATCH_INTERVAL_S)
+            now = time.monotonic()
+            with self._lock:
+                if self._leases:
+                    idle_since = now
+                elif now - idle_since >= IDLE_EXIT_S:
+                    self._watchdog = None
+                    return
+                late = [held for held in self._leases.values() if not held.expired and held.deadline <= now]
+                for lease in late:
+                    lease.expired = True
+            for lease in late:
+                _shut(lease.connection)
+
+
+def _shut(dbapi_connection: Any) -> None:
+    """Shut the connection's socket down under whatever thread is blocked on it (a duplicate of its
+    descriptor is used, so the driver still owns and closes the original)."""
+    try:
+        with socket.socket(fileno=os.dup(dbapi_connection.fileno())) as duplicate:
+            duplicate.shutdown(socket.SHUT_RDWR)
+    except (OSError, ValueError):
+        return  # closed already
+    log.warning("database connection past its deadline: closed")
+
+
+def bound_connections(engine: Engine, seconds: float) -> ConnectionDeadlines:
+    """Bound every checked-out connection of a PostgreSQL ``engine`` to ``seconds``."""
+    return ConnectionDeadlines(engine, seconds)
