@@ -15,6 +15,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from connector.cors import CrossOrigin, request_origin
 from connector.logs import RequestIdMiddleware, add_header, route_template, start_request_id
 from connector.mcp_mount import MCP_PATH, mount_mcp
 from connector.metrics import Metrics, MetricsMiddleware
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     mcp = mount_mcp(core, lambda token: verify_access_token(core, token))
     metrics = Metrics(core)
     mcp_route = Route(MCP_PATH, endpoint=mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    cross_origin = {MCP_PATH: mcp.cross_origin}
     routes = [
         mcp_route,
         *api_routes(core),
@@ -76,6 +78,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         middleware=[Middleware(RequestIdMiddleware), Middleware(MetricsMiddleware, metrics=metrics)],
         hot_route=mcp_route,
         metrics=metrics,
+        cross_origin=cross_origin,
     )
     app.state.core = core
     app.state.metrics = metrics
@@ -89,15 +92,28 @@ class RelayboxApp(Starlette):
     ``_serve_hot`` does what they would in one frame (request id, metrics and the access log's
     route template, a ``RelayError`` in the spec's shape, 500 ``internal_error`` for anything
     else). The router still holds the route, so any other path, and a method the route does not
-    take (405), goes the usual way."""
+    take (405), goes the usual way.
 
-    def __init__(self, *, hot_route: Route, metrics: Metrics, **options: Any) -> None:
+    ``cross_origin`` maps a path to the browsers it admits (``connector.cors``): their preflights
+    are answered here and their responses, by whichever way they were served, name the origin."""
+
+    def __init__(
+        self, *, hot_route: Route, metrics: Metrics, cross_origin: dict[str, CrossOrigin], **options: Any
+    ) -> None:
         super().__init__(**options)
         self.hot_route = hot_route
         self.hot_methods = hot_route.methods or set()
         self.metrics = metrics
+        self.cross_origin = cross_origin
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (policy := self.cross_origin.get(scope["path"])) is not None:
+            origin = request_origin(scope)
+            if origin is not None:
+                if scope["method"] == "OPTIONS":
+                    await policy.preflight(origin, scope, receive, send)
+                    return
+                send = policy.exposing(origin, send)
         if (
             scope["type"] == "http"
             and scope["method"] in self.hot_methods

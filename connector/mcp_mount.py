@@ -6,16 +6,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from itertools import product
 from urllib.parse import urlsplit
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from connector.auth_gate import McpAuthGate
+from connector.cors import CrossOrigin
 from connector.mcp_server import build_mcp
 from connector.verifier import GrantTokenVerifier, VerifyAccessToken
 from core.context import Core
 from core.principal import CONNECTOR_SCOPES
+from core.settings import Settings
+from oauth.metadata import is_loopback
 
 MCP_PATH = "/mcp"
 
@@ -24,6 +28,7 @@ MCP_PATH = "/mcp"
 class McpMount:
     app: ASGIApp  # route MCP_PATH to it: it serves the MCP transport behind the auth gate
     lifespan: Callable[[], AbstractAsyncContextManager[None]]  # the host app enters it: a mount's never runs
+    cross_origin: CrossOrigin  # browsers' access: the origins the transport admits
 
 
 def mount_mcp(core: Core, verify: VerifyAccessToken) -> McpMount:
@@ -34,7 +39,7 @@ def mount_mcp(core: Core, verify: VerifyAccessToken) -> McpMount:
         streamable_http_path=MCP_PATH,
         transport_security=TransportSecuritySettings(
             allowed_hosts=allowed_hosts(settings.base_url, settings.mcp_allowed_hosts),
-            allowed_origins=[settings.base_url, *settings.mcp_allowed_origins],
+            allowed_origins=mcp_origins(settings),
         ),
         max_request_body_size=4 * 1024 * 1024,
     )
@@ -53,11 +58,32 @@ def mount_mcp(core: Core, verify: VerifyAccessToken) -> McpMount:
         async with mcp.session_manager.run():
             yield
 
-    return McpMount(guarded, lifespan)
+    return McpMount(guarded, lifespan, CrossOrigin(mcp_origins(settings)))
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 def allowed_hosts(base_url: str, extra: list[str]) -> list[str]:
-    """The Host values the DNS-rebinding guard admits: the public host (any port spelled) and extras."""
+    """The Host values the DNS-rebinding guard admits: the public host (any port spelled), every
+    loopback name when the public host is one (``localhost`` and ``127.0.0.1`` are the same
+    machine to a person), and extras."""
     host = urlsplit(base_url).netloc
     bare = host.rsplit(":", 1)[0] if ":" in host and not host.endswith("]") else host
-    return sorted({host, bare, f"{bare}:*", *extra})
+    names = LOOPBACK_HOSTS if _on_loopback(base_url) else (bare,)
+    return sorted({host, *names, *(f"{name}:*" for name in names), *extra})
+
+
+def mcp_origins(settings: Settings) -> list[str]:
+    """The Origin values ``/mcp`` admits: the server's own, the configured ones, and any loopback
+    origin (any port) when the server itself is on loopback."""
+    origins = [settings.base_url, *settings.mcp_allowed_origins]
+    if _on_loopback(settings.base_url):
+        spelled = product(("http", "https"), LOOPBACK_HOSTS, ("", ":*"))
+        origins += [f"{scheme}://{name}{port}" for scheme, name, port in spelled]
+    return sorted(set(origins))
+
+
+def _on_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname
+    return host is not None and is_loopback(host)

@@ -26,6 +26,7 @@ from authlib.oauth2.rfc6749 import OAuth2Error
 from core.context import Core, Tx
 from core.principal import Principal
 from core.settings import Settings
+from oauth.metadata import is_loopback
 from oauth.registration import store_client, validate_metadata
 from oauth.tables import MAX_CLIENT_ID, OAuthClient
 
@@ -191,9 +192,4 @@ def _bracketed(address: str) -> str:
 
 
 def _loopback_host(host: str | None) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return host is not None and ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return host is not None and is_loopback(host)

@@ -43,7 +43,7 @@ def issuer_of(settings: Settings) -> str:
         raise IssuerError(f"the public URL {issuer!r} must be an http(s) URL with a host; {hint}")
     if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
         raise IssuerError(f"the public URL {issuer!r} must be an origin without a path, query or userinfo")
-    if parts.scheme == "http" and not _loopback(host):
+    if parts.scheme == "http" and not is_loopback(host):
         raise IssuerError(f"the OAuth issuer {issuer!r} is http on a non-loopback host; {hint}")
     return issuer.rstrip("/")
 
@@ -132,7 +132,8 @@ CORS_HEADERS = {
 }
 
 
-def _loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, without brackets or port) is this machine."""
     if host == "localhost":
         return True
     try:
