@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -42,14 +43,19 @@ def ensure_environment() -> None:
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text() == wanted and (BIN / "relaybox").exists():
         return
+    started = time.monotonic()
     if not (BIN / "python").exists():
-        print("creating .venv …", flush=True)
+        say("creating the virtual environment .venv …")
         venv.EnvBuilder(with_pip=True).create(VENV)
-    print("installing relaybox and its dependencies into .venv (first run takes a minute) …", flush=True)
+    elif STAMP.exists():
+        say("pyproject.toml changed since .venv was set up: installing again …")
     pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    say("upgrading pip in .venv …")
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    say("installing relaybox and its dependencies into .venv (a few minutes the first time) …")
     subprocess.run([*pip, "-e", f"{ROOT}[all,test]"], check=True)
     STAMP.write_text(wanted)
+    say(f".venv is ready ({time.monotonic() - started:.0f} s)")
 
 
 def ensure_browser() -> None:
@@ -58,7 +64,7 @@ def ensure_browser() -> None:
     apt = shutil.which("apt-get")
     if Path("/usr/bin/chromium").exists() or apt is None or os.geteuid() != 0:
         return
-    print("installing Debian's chromium for the browser tests …", flush=True)
+    say("installing Debian's chromium for the browser tests with apt-get …")
     quiet = {"DEBIAN_FRONTEND": "noninteractive", **os.environ}
     subprocess.run([apt, "update", "-qq"], check=True, env=quiet)
     subprocess.run([apt, "install", "-y", "-qq", "chromium"], check=True, env=quiet)
@@ -70,23 +76,37 @@ def ensure_conformance() -> None:
     and say why."""
     npm = shutil.which("npm")
     if npm is None:
-        print(f"npm not found: the Node-based tests {SKIP_NOTE}", flush=True)
+        say(f"npm not found: the Node-based tests {SKIP_NOTE}")
         return
     wanted = " ".join(NPM_PACKAGES)
     installed = TOOLS_STAMP.exists() and TOOLS_STAMP.read_text() == wanted
     if installed and (TOOLS / "node_modules" / ".bin" / "conformance").exists():
         return
-    print(f"installing {wanted} into .tools with npm …", flush=True)
+    say(f"installing the Node-based test tools into .tools with npm ({wanted}) …")
     install = [npm, "install", "--prefix", str(TOOLS), "--no-audit", "--no-fund", *NPM_PACKAGES]
     code = subprocess.run(install).returncode
     if code != 0:
-        print(f"npm install failed (exit {code}): the Node-based tests {SKIP_NOTE}", flush=True)
+        say(f"npm install failed (exit {code}): the Node-based tests {SKIP_NOTE}")
         return
     TOOLS_STAMP.write_text(wanted)
 
 
+def say(message: str) -> None:
+    """One line of progress: a first run installs for minutes, and says what it is doing."""
+    print(f"dev.py: {message}", flush=True)
+
+
 def run(command: list[str]) -> int:
-    return subprocess.run(command, cwd=ROOT).returncode
+    """Run ``command`` in the repository and return its exit status. Ctrl-C in the terminal reaches
+    the command too (the whole foreground process group gets it): wait for it to stop in its own
+    way (the server's graceful stop, pytest's summary) rather than kill it, and pass on its status."""
+    child = subprocess.Popen(command, cwd=ROOT)
+    while True:
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:
+            continue
+        return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
 
 
 def main() -> int:
@@ -109,5 +129,17 @@ def main() -> int:
     return run([str(BIN / "python"), "-m", "pytest", *extra])
 
 
+def entry() -> int:
+    """``main``, with a failed install step or Ctrl-C as one line instead of a traceback."""
+    try:
+        return main()
+    except subprocess.CalledProcessError as error:
+        say(f"`{' '.join(map(str, error.cmd))}` failed (exit {error.returncode}); its output is above")
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted while setting up; the next run does that step again")
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

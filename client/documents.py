@@ -1,5 +1,5 @@
 """The phone's documents: a ``document`` push names a parked document, which is pulled, decrypted,
-its filename made safe again (``core.domain.filenames``) and written into the Downloads folder
+its filename made safe again (``core.domain.filenames``) and written into the downloads folder
 atomically and without replacing an existing file (``notes (1).md``)."""
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from core.domain.filenames import UnsafeFilenameError, sanitize_filename
 from core.domain.keys import InvalidPublicKey, decode_public_key
 
 MAX_COPIES = 999  # "name (999).ext" is the last name tried before giving up
-DOWNLOADS_DIR = "Downloads"
 
 
 class DocumentError(ClientError):

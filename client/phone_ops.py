@@ -15,7 +15,8 @@ import httpx
 
 from client.attachments import PhoneAttachments
 from client.dispatch import Dispatcher, one_line
-from client.documents import DOWNLOADS_DIR, PhoneDocuments
+from client.documents import PhoneDocuments
+from client.downloads import default_downloads_dir
 from client.lifecycle import Running
 from client.opener import Received
 from client.output import Output
@@ -30,9 +31,9 @@ class PhoneOps(Running):
     reminders kept in the state file (firing those already due) and starts the reminder thread
     and, when ``interactive``, the reader of typed answers on ``stdin_fd``.
 
-    ``answer``: answer every question with that choice. ``downloads``: where documents go
-    (default: ``Downloads`` beside the state file). ``install`` adds the handlers to a
-    ``Dispatcher``.
+    ``answer``: answer every question with that choice. ``downloads``: where documents and
+    attachments go (default: the phone's folder in the user's downloads, ``client.downloads``).
+    ``install`` adds the handlers to a ``Dispatcher``.
     """
 
     def __init__(
@@ -51,7 +52,7 @@ class PhoneOps(Running):
         self.path = path
         self.state = state
         self.output = output
-        self.downloads = downloads if downloads is not None else path.parent / DOWNLOADS_DIR
+        self.downloads = downloads if downloads is not None else default_downloads_dir("phone")
         self._api = PhoneApi(state.server, state.device_token, transport=transport)
         self.reminders = PhoneReminders(path, state.device_id, output, clock=clock)
         self.questions = PhoneQuestions(

@@ -1,17 +1,34 @@
 """The ``relaybox`` command: ``serve`` and ``migrate`` here; the device-client commands come from
-``client.commands`` (``phone``, ``pair``, …)."""
+``client.commands`` (``phone``, ``pair``, …).
+
+Ctrl-C that no command handles itself ends any of them with one line and exit status 130, never a
+traceback; so that this holds from the first moment, the heavy imports happen inside ``main``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from client.commands import add_commands as add_client_commands
-from core.settings import Settings
+if TYPE_CHECKING:
+    from core.settings import Settings
+
+INTERRUPTED = 130  # the exit status after Ctrl-C, as a shell reports a command SIGINT stopped
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        return INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from client.commands import add_commands as add_client_commands
+
     parser = argparse.ArgumentParser(
         prog="relaybox",
         description="relaybox: reach your own phone from scripts and AI assistants.",
@@ -25,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     serve.add_argument("--host", help="listen address (RELAYBOX_HOST, default 127.0.0.1)")
     serve.add_argument(
-        "--port", type=int, help="listen port (RELAYBOX_PORT, default 8787; 0 = any free port)"
+        "--port", type=_port, help="listen port (RELAYBOX_PORT, default 8787; 0 = any free port)"
     )
     serve.add_argument("--data-dir", help="folder for the SQLite file and server key (RELAYBOX_DATA_DIR)")
     serve.set_defaults(run=_serve)
@@ -70,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from core.settings import Settings
+
     overrides = {
         key: value
         for key, value in (
@@ -102,6 +121,12 @@ def _seconds(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return value
+
+
+def _port(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and int(text) <= 65535):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
+    return int(text)
 
 
 def _migrate(args: argparse.Namespace) -> int:

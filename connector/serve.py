@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import logging
+import os
+import shlex
+import shutil
 import signal
 import socket
 import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from uvicorn.server import HANDLED_SIGNALS
@@ -18,6 +25,7 @@ from connector.app import create_app
 from connector.logs import log_config
 from core.context import Core
 from core.settings import Settings
+from oauth.metadata import IssuerError
 
 # The cyclic collector's thresholds while serving (CPython's defaults: 700, 10, 10). A server keeps
 # many objects alive for minutes — an open stream or a waiting poll holds a couple of hundred — and
@@ -26,6 +34,8 @@ from core.settings import Settings
 # generation every 20,000 allocations instead makes those passes rare; the garbage it then holds
 # at most is a few MB.
 GC_THRESHOLDS = (20_000, 10, 10)
+INTERRUPTED = 130  # the exit status after Ctrl-C, as a shell reports a command SIGINT stopped
+PORTS_TRIED = 10  # a port in use: the next ones are tried for a free one to suggest
 
 
 def tune_collector() -> None:
@@ -41,13 +51,26 @@ log = logging.getLogger("relaybox")
 
 
 def serve(settings: Settings) -> int:
-    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings.host, settings.port))
+    """Serve until SIGTERM (exit status 0) or Ctrl-C (130). What stops it from starting (a port in
+    use, an address it cannot listen on, an unusable public URL) is one line on stderr, status 1."""
+    try:
+        sock = listen(settings.host, settings.port)
+    except (OSError, OverflowError) as error:
+        return failed(cannot_listen(settings.host, settings.port, error))
     port = sock.getsockname()[1]
     if settings.port == 0:
         settings = settings.model_copy(update={"port": port})
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except IssuerError as error:
+        sock.close()
+        if settings.public_url:
+            return failed(str(error))
+        return failed(
+            f"listening on {settings.host} needs RELAYBOX_PUBLIC_URL, the https URL clients reach it at "
+            "(e.g. https://relay.example; it is the OAuth issuer): set it, or leave --host at 127.0.0.1 "
+            "to serve this machine only"
+        )
     core: Core = app.state.core
     config = uvicorn.Config(
         app,
@@ -63,7 +86,73 @@ def serve(settings: Settings) -> int:
     server.announce_as_json = settings.log_format == "json"
     server.run(sockets=[sock])
     sys.stdout.flush()
+    if server.interrupted:
+        print("relaybox stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        return INTERRUPTED
     return 0
+
+
+def failed(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (0: any free port), for uvicorn to listen on."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def cannot_listen(host: str, port: int, error: OSError | OverflowError) -> str:
+    """Why ``host``:``port`` cannot be listened on, and what to do instead, in one line."""
+    if isinstance(error, OSError) and error.errno == errno.EADDRINUSE:
+        free = next((other for other in range(port + 1, port + 1 + PORTS_TRIED) if _free(host, other)), 0)
+        instead = f"--port {free}" if free else "--port 0 (any free port)"
+        return f"port {port} is in use (another relaybox serve?): stop it, or pass {instead}"
+    reason = (error.strerror if isinstance(error, OSError) else None) or str(error)
+    reason = reason.removeprefix("bind(): ").rstrip(".")  # OverflowError: "bind(): port must be 0-65535."
+    return f"cannot listen on {host} port {port}: {reason}: pass another --host or --port"
+
+
+def _free(host: str, port: int) -> bool:
+    if port > 65535:
+        return False
+    try:
+        listen(host, port).close()
+    except OSError:
+        return False
+    return True
+
+
+def relaybox_command() -> str:
+    """How to run this installation's ``relaybox`` from the shell that started the server (see
+    ``command_for``); plain ``relaybox`` when its script is not where the interpreter keeps them."""
+    script = Path(sysconfig.get_path("scripts")) / ("relaybox.exe" if os.name == "nt" else "relaybox")
+    if not script.is_file():
+        return "relaybox"
+    return command_for(script, Path.cwd(), os.environ.get("PATH"), os.environ.get("PWD"))
+
+
+def command_for(script: Path, cwd: Path, search_path: str | None, shell_dir: str | None) -> str:
+    """``script``'s bare name when ``search_path`` (PATH) finds this very file; else its path, relative
+    to ``cwd`` when that is shorter and the shell is there too (``shell_dir``, its ``$PWD``: dev.py
+    runs the server in the repository, wherever it was started from); quoted for a shell."""
+    found = shutil.which(script.name, path=search_path)
+    if found is not None and Path(found).resolve() == script.resolve():
+        return script.name
+    shown = str(script)
+    if shell_dir is None or Path(shell_dir).resolve() == cwd.resolve():
+        relative = os.path.relpath(script, cwd)
+        if os.sep not in relative:
+            relative = os.path.join(os.curdir, relative)  # a bare name would be looked up on PATH
+        shown = min(shown, relative, key=len)
+    return shlex.quote(shown)
 
 
 class AnnouncingServer(uvicorn.Server):
@@ -71,7 +160,8 @@ class AnnouncingServer(uvicorn.Server):
 
     On SIGTERM or SIGINT, ``on_shutdown`` runs before uvicorn waits for open connections (which it
     does before the app's lifespan shutdown), so streams and long polls end cleanly instead of
-    being cut after the grace period; the process then exits 0 rather than re-raising the signal.
+    being cut after the grace period; the signal is not raised again afterwards, and
+    ``interrupted`` tells a Ctrl-C (SIGINT) from a service manager's SIGTERM.
     """
 
     def __init__(
@@ -81,6 +171,7 @@ class AnnouncingServer(uvicorn.Server):
         self.url = url
         self.on_shutdown = on_shutdown
         self.announce_as_json = False
+        self.interrupted = False
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -91,10 +182,11 @@ class AnnouncingServer(uvicorn.Server):
             log.info(f"relaybox is listening on {self.url}", extra={"url": self.url})
             return
         print(f"relaybox is listening on {self.url}", flush=True)
+        relaybox = relaybox_command()
         print(
             "next: in another terminal run\n"
-            f"  relaybox phone register --server {self.url}   # a virtual phone\n"
-            f"  relaybox pair --server {self.url}   # pair this computer\n"
+            f"  {relaybox} phone register --server {self.url}   # a virtual phone\n"
+            f"  {relaybox} pair --server {self.url}   # pair this computer\n"
             f"  API reference: {self.url}/openapi.json",
             flush=True,
         )
@@ -104,10 +196,15 @@ class AnnouncingServer(uvicorn.Server):
             self.on_shutdown()
         await super().shutdown(sockets)
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGINT:
+            self.interrupted = True
+        super().handle_exit(sig, frame)
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         """uvicorn's, without raising the caught signal again once the server has stopped: a
-        graceful stop is a normal exit (status 0), and Ctrl-C prints no traceback."""
+        graceful stop returns (``serve`` then exits 0, or 130 after Ctrl-C), with no traceback."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return

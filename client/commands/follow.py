@@ -20,7 +20,7 @@ from client.commands.wiring import (
     state_path,
 )
 from client.dispatch import Dispatcher, default_dispatcher
-from client.documents import DOWNLOADS_DIR
+from client.downloads import DEFAULT_HELP, default_downloads_dir
 from client.opener import Dropped, Opener, Received
 from client.output import Output
 from client.phone_ops import PhoneOps
@@ -52,7 +52,7 @@ def add_follow_commands(commands: Subcommands, phone_commands: Subcommands) -> N
         "--downloads",
         type=Path,
         metavar="DIR",
-        help="where received files are saved (default: Downloads beside the state file)",
+        help=f"where received files are saved (default: {DEFAULT_HELP['computer']})",
     )
     add_state_option(tail, "computer")
 
@@ -83,7 +83,7 @@ def add_follow_commands(commands: Subcommands, phone_commands: Subcommands) -> N
         "--downloads",
         type=Path,
         metavar="DIR",
-        help="where received documents are saved (default: Downloads beside the state file)",
+        help=f"where received files, documents and attachments are saved (default: {DEFAULT_HELP['phone']})",
     )
     add_state_option(run, "phone")
 
@@ -123,7 +123,8 @@ def _tail(args: argparse.Namespace) -> int:
     path = state_path(args, "computer")
     state = DeviceState.load(path)
     output = Output(as_json=args.json)
-    downloads = args.downloads.expanduser() if args.downloads is not None else path.parent / DOWNLOADS_DIR
+    given: Path | None = args.downloads
+    downloads = given.expanduser() if given is not None else default_downloads_dir("computer")
     dispatcher = default_dispatcher()
     receive_files(dispatcher, args, path, state, output, downloads)
     return _follow(args, path, state, dispatcher, output)

@@ -697,13 +697,14 @@ def test_a_document_is_pulled_decrypted_and_saved_without_replacing_a_file(
     ]
 
 
-def test_documents_go_beside_the_state_file_by_default_and_json_mode_names_the_path(
-    world: World, new_ops: OpsFactory
+def test_documents_go_into_the_phones_folder_of_the_users_downloads_by_default_and_json_names_the_path(
+    world: World, new_ops: OpsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("XDG_DOWNLOAD_DIR", str(tmp_path / "my downloads"))
     api = FakeApi(documents={"doc_1": sealed_document(world, "doc_1", "../../report.csv", "a,b\n")})
     shown = screen(as_json=True)
     phone.run_dispatcher(world.path, new_ops(shown, api)).describe(document_push("doc_1"))
-    path = world.path.parent / "Downloads" / "report.csv"  # the separators were stripped again
+    path = tmp_path / "my downloads" / "relaybox-phone" / "report.csv"  # the separators were stripped again
     assert shown.out.records() == [
         {"type": "saved", "document_id": "doc_1", "filename": "report.csv", "path": str(path)}
     ]

@@ -35,8 +35,10 @@ LISTENING = re.compile(r"^relaybox is listening on (http://\S+)$")
 
 
 def child_environment(home: Path) -> dict[str, str]:
-    """The parent's environment without any ``RELAYBOX_*`` setting, with a private home folder."""
+    """The parent's environment without any ``RELAYBOX_*`` setting, with a private home folder (and
+    downloads folder: ``$HOME/Downloads``, the default when ``XDG_DOWNLOAD_DIR`` is not set)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
+    env.pop("XDG_DOWNLOAD_DIR", None)
     env["HOME"] = str(home)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONIOENCODING"] = "utf-8"

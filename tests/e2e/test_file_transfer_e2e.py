@@ -62,6 +62,12 @@ def of_type(records: list[dict[str, object]], kind: str) -> list[dict[str, objec
     return [record for record in records if record.get("type") == kind]
 
 
+def downloads_of(cli: Cli, role: str) -> Path:
+    """Where a device saves what it receives without --downloads: its own folder in the (private)
+    home's Downloads."""
+    return Path(cli.env["HOME"]) / "Downloads" / ("relaybox-phone" if role == "phone" else "relaybox")
+
+
 def test_a_20_mb_file_reaches_the_phone_byte_identical_and_the_store_holds_only_ciphertext(
     cli: Cli, relaybox_process: RelayboxServer, tmp_path: Path
 ) -> None:
@@ -84,7 +90,7 @@ def test_a_20_mb_file_reaches_the_phone_byte_identical_and_the_store_holds_only_
     assert [record["transfer_id"] for record in saved] == [transfer_id]
     received = Path(str(saved[0]["path"]))
     assert received.name == "holiday video.bin"
-    assert received.parent == devices.phone.parent / "Downloads"
+    assert received.parent == downloads_of(cli, "phone")
     assert hashlib.sha256(received.read_bytes()).digest() == hashlib.sha256(original.read_bytes()).digest()
     assert store_files(relaybox_process) == []  # completed: the objects are gone
 
@@ -103,7 +109,7 @@ def test_a_declined_file_is_deleted_and_the_sender_hears_it(
     declined = of_type(drain(cli, devices.phone, "--decline-files"), "file_declined")
     assert [record["transfer_id"] for record in declined] == [transfer_id]
     assert store_files(relaybox_process) == []
-    assert not (devices.phone.parent / "Downloads").exists()
+    assert not downloads_of(cli, "phone").exists()
     heard = of_type(drain(cli, devices.computer), "file_decline")
     assert [(r["transfer_id"], r["reason"]) for r in heard] == [(transfer_id, "declined")]
 
@@ -118,7 +124,7 @@ def test_a_cancelled_transfer_fails_cleanly_on_the_phone(
     records = drain(cli, devices.phone)
     assert [r["transfer_id"] for r in of_type(records, "file_failed")] == [transfer_id]
     assert [r["transfer_id"] for r in of_type(records, "file_cancel")] == [transfer_id]
-    downloads = devices.phone.parent / "Downloads"
+    downloads = downloads_of(cli, "phone")
     assert not downloads.exists() or list(downloads.iterdir()) == []
 
 
@@ -133,6 +139,30 @@ def test_a_tampered_chunk_is_rejected_and_nothing_is_saved(
     chunk.write_bytes(bytes(data))
     failed = of_type(drain(cli, devices.phone), "file_failed")
     assert [(r["transfer_id"], r["code"]) for r in failed] == [(transfer_id, "chunk_rejected")]
-    downloads = devices.phone.parent / "Downloads"
+    downloads = downloads_of(cli, "phone")
     assert list(downloads.iterdir()) == []  # no file and no partial file
     assert store_files(relaybox_process) == []
+
+
+def test_each_device_saves_into_its_own_folder_of_the_users_downloads_unless_told_otherwise(
+    cli: Cli, tmp_path: Path
+) -> None:
+    devices = paired_devices(cli, tmp_path)
+    note = tmp_path / "note.txt"
+    note.write_text("to and fro")
+    send(cli, devices, note)
+    ok(cli.run("phone", "send-file", note, "--state", devices.phone))
+
+    [to_phone] = of_type(drain(cli, devices.phone), "file_saved")
+    [to_computer] = of_type(drain(cli, devices.computer), "file_saved")
+    assert Path(str(to_phone["path"])) == downloads_of(cli, "phone") / "note.txt"
+    assert Path(str(to_computer["path"])) == downloads_of(cli, "computer") / "note.txt"
+    assert (downloads_of(cli, "computer") / "note.txt").read_text() == "to and fro"
+
+    cli.env["XDG_DOWNLOAD_DIR"] = str(tmp_path / "xdg downloads")
+    send(cli, devices, note)
+    [elsewhere] = of_type(drain(cli, devices.phone), "file_saved")
+    assert Path(str(elsewhere["path"])) == tmp_path / "xdg downloads" / "relaybox-phone" / "note.txt"
+    send(cli, devices, note)
+    [chosen] = of_type(drain(cli, devices.phone, "--downloads", str(tmp_path / "chosen")), "file_saved")
+    assert Path(str(chosen["path"])) == tmp_path / "chosen" / "note.txt"
