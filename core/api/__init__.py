@@ -20,7 +20,7 @@ from core.api import (
 from core.api.errors import PLAIN_NOT_FOUND
 from core.api.health import openapi_response
 from core.api.openapi import build_openapi
-from core.api.routing import Endpoint
+from core.api.routing import Endpoint, routes_by_path
 from core.context import Core
 from core.settings import Settings
 
@@ -48,7 +48,7 @@ def api_routes(core: Core) -> list[BaseRoute]:
     """The Starlette routes of the REST API plus ``/openapi.json``."""
     listed = endpoints(core.settings)
     document = build_openapi(listed, server_url=core.settings.base_url)
-    routes: list[BaseRoute] = [endpoint.route(core) for endpoint in listed]
+    routes: list[BaseRoute] = [*routes_by_path(listed, core)]
     routes.append(
         Route("/openapi.json", openapi_response(document), methods=["GET"], include_in_schema=False)
     )

@@ -100,6 +100,34 @@ class Endpoint:
         )
 
 
+def routes_by_path(endpoints: list[Endpoint], core: Core) -> list[Route]:
+    """One route per path, so that a method no endpoint there takes is 405 with ``Allow`` listing
+    every method the path does take (a route per endpoint would list only its own)."""
+    grouped: dict[str, list[Endpoint]] = {}
+    for endpoint in endpoints:
+        grouped.setdefault(endpoint.path, []).append(endpoint)
+    routes: list[Route] = []
+    for path, group in grouped.items():
+        if len(group) == 1:
+            routes.append(group[0].route(core))
+            continue
+        by_method = {endpoint.method: EndpointApp(endpoint, core) for endpoint in group}
+        name = "_or_".join(endpoint.operation_id for endpoint in group)
+        routes.append(Route(path, MethodDispatch(by_method), methods=list(by_method), name=name))
+    return routes
+
+
+@dataclass(frozen=True, slots=True)
+class MethodDispatch:
+    """Several endpoints on one path; the route has already refused any other method."""
+
+    by_method: dict[str, EndpointApp]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        await self.by_method[method](scope, receive, send)
+
+
 @dataclass(frozen=True)
 class EndpointApp:
     """An endpoint as a plain ASGI app. Given a function, Starlette would wrap every call in an

@@ -71,3 +71,16 @@ def test_authenticated_routes_declare_the_bearer_scheme_and_their_401(client: Te
     operation = document["paths"]["/v1/tokens"]["get"]
     assert operation["security"] == [{"bearer": []}]
     assert "401" in operation["responses"]
+
+
+def test_a_method_a_path_does_not_take_is_405_listing_every_method_it_does(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    for path, operations in document["paths"].items():
+        taken = {method.upper() for method in operations}
+        other = next(m for m in ("PUT", "PATCH", "DELETE", "POST", "GET") if m not in taken)
+        concrete = path.replace("{", "x").replace("}", "")
+        answer = client.request(other, concrete)
+        assert answer.status_code == 405, (path, other, answer.status_code)
+        assert answer.json()["error"]["code"] == "method_not_allowed"
+        allowed = set(answer.headers["allow"].split(", ")) - {"HEAD"}
+        assert allowed == taken, (path, allowed, taken)
