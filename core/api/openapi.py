@@ -68,6 +68,22 @@ def build_openapi(endpoints: list[Endpoint], *, server_url: str) -> dict[str, An
     }
 
 
+def _form_schema(model: type[BaseModel], body_ref: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body's fields as a form; a form carries text only, so a field of objects
+    (``actions``) is JSON only."""
+    objects_only = [name for name in ("actions",) if name in model.model_fields]
+    if not objects_only:
+        return body_ref
+    return {"allOf": [body_ref], "properties": dict.fromkeys(objects_only, False)}
+
+
+def _path_schema(endpoint: Endpoint, name: str) -> dict[str, Any]:
+    """A path parameter: text of at most 128 characters, narrowed where the Endpoint says more
+    (``extra["path"][name]``, e.g. a pattern the handler enforces with a code of its own)."""
+    narrowed: dict[str, Any] = endpoint.extra.get("path", {}).get(name, {})
+    return {"type": "string", "maxLength": 128, **narrowed}
+
+
 def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any]) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "operationId": endpoint.operation_id,
@@ -77,7 +93,7 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
     if endpoint.description:
         operation["description"] = endpoint.description
     params = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string", "maxLength": 128}}
+        {"name": name, "in": "path", "required": True, "schema": _path_schema(endpoint, name)}
         for name in PATH_PARAM.findall(endpoint.path)
     ]
     params += endpoint.extra.get("query", [])
@@ -94,8 +110,10 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
             "required": True,
             "content": {
                 "application/json": {"schema": body_ref},
-                "application/x-www-form-urlencoded": {"schema": body_ref},
-                "text/plain": {"schema": {"type": "string", "description": "the whole body is the message"}},
+                "application/x-www-form-urlencoded": {"schema": _form_schema(endpoint.body_doc, body_ref)},
+                "text/plain": {
+                    "schema": {"type": "string", "minLength": 1, "description": "the body is the message"}
+                },
             },
         }
 

@@ -78,7 +78,13 @@ def wait_seconds(raw: str | None) -> int:
     return int(text)
 
 
-WAIT = {"name": "wait", "in": "query", "required": False, "schema": {"type": "integer", "default": 20}}
+WAIT = {
+    "name": "wait",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "integer", "default": 20, "minimum": -99_999_999_999, "maximum": 99_999_999_999},
+    "description": "seconds to wait for an answer, clamped to 0-45",
+}
 
 
 def endpoints(settings: Settings) -> list[Endpoint]:
@@ -105,6 +111,7 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             status=202,
             errors=("invalid_reminder_id", "no_phone_device", "rate_limit_exceeded", "insufficient_scope"),
             tag="phone",
+            extra={"path": {"reminder_id": {"pattern": reminders.REMINDER_ID.pattern}}},
         ),
         Endpoint(
             "POST",

@@ -12,14 +12,17 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
+from pydantic.json_schema import SkipJsonSchema
 from starlette.responses import JSONResponse, Response
 
 from core.api.forms import FilePart, read_fields
 from core.api.routing import Call, Endpoint
+from core.domain.notification import DEVICE_SELECTOR_SCHEMA, URL_SCHEMA
 from core.domain.secrets import is_sender_token, new_prefixed_id
 from core.errors import RelayError
 from core.principal import Principal
@@ -53,23 +56,54 @@ class ShimError(BaseModel):
 IGNORED = Field(default=None, description="Accepted for Pushover compatibility and ignored")
 
 
+ATTACHMENT_BASE64_SCHEMA: JsonDict = {
+    "pattern": "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$"
+}
+MIME_TYPE_SCHEMA: JsonDict = {
+    "pattern": "^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+$",
+    "maxLength": attachments.MIME_TYPE_MAX_CHARS,
+}
+
+
+def _attachment_rules(schema: JsonDict) -> None:
+    """Base64 needs its type; a file (``attachment``) comes only as a multipart part."""
+    schema["dependentRequired"] = {"attachment_base64": ["attachment_type"]}
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        properties["attachment"] = False
+
+
 class MessageRequest(BaseModel):
+    model_config = ConfigDict(json_schema_extra=lambda schema: _attachment_rules(schema))
     token: str
-    message: str
+    message: str = Field(min_length=1)
     user: Any = IGNORED
-    title: str | None = None
-    priority: int | None = Field(default=None, ge=-2, le=2)
-    url: str | None = None
-    url_title: str | None = None
-    device: str | None = Field(
-        default=None, description="Comma list of device names; none, empty or ALL_DEVICES: every device"
+    # Optional fields are documented without null: a form cannot carry one (null in JSON is absent).
+    title: str | SkipJsonSchema[None] = Field(
+        default=None, min_length=1, max_length=25, description="1-100 bytes of UTF-8 (25 characters fit)"
     )
-    ttl: int | str | None = None
-    attachment_base64: str | None = Field(
-        default=None, description="An image, standard base64, up to 5 MB (or an `attachment` file part)"
+    priority: Annotated[int, Field(ge=-2, le=1)] | SkipJsonSchema[None] = Field(
+        default=None, description="-2 to 1; 2 (emergency) is refused with priority_emergency_unsupported"
     )
-    attachment_type: str | None = Field(
-        default=None, description="The attachment's MIME type, e.g. image/jpeg"
+    url: str | SkipJsonSchema[None] = Field(default=None, json_schema_extra=URL_SCHEMA)
+    url_title: str | SkipJsonSchema[None] = Field(
+        default=None, min_length=1, max_length=25, description="1-100 bytes of UTF-8"
+    )
+    device: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Comma list of device names; none, empty or ALL_DEVICES: every device",
+        json_schema_extra=DEVICE_SELECTOR_SCHEMA,
+    )
+    ttl: int | SkipJsonSchema[None] = Field(default=None, description="seconds; clamped to 0-259200")
+    attachment_base64: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="An image, standard base64, up to 5 MB (or an `attachment` file part)",
+        json_schema_extra=ATTACHMENT_BASE64_SCHEMA,
+    )
+    attachment_type: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="The attachment's MIME type, e.g. image/jpeg",
+        json_schema_extra=MIME_TYPE_SCHEMA,
     )
     sound: Any = IGNORED
     timestamp: Any = IGNORED
@@ -153,7 +187,7 @@ async def _attachment(fields: dict[str, Any]) -> SealedAttachment | None:
             raise RelayError("invalid_attachment", "attachment_base64 must be standard base64 text.")
         try:
             data = base64.b64decode(encoded, validate=True)
-        except binascii.Error as error:
+        except (binascii.Error, ValueError) as error:  # ValueError: text outside ASCII
             raise RelayError("invalid_attachment", "attachment_base64 is not standard base64.") from error
         name, kind = None, fields.get("attachment_type")
         if not isinstance(kind, str):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from core.api.forms import read_fields
 from core.api.routing import Call, Endpoint
+from core.domain.notification import DEVICE_SELECTOR_SCHEMA, URL_SCHEMA
 from core.services.auth import Accept
 from core.services.send import SendOut, send_notification
 
@@ -33,24 +35,40 @@ SEND_ERRORS = (
 
 
 class ActionIn(BaseModel):
-    label: str = Field(min_length=1, max_length=32)
-    url: str = Field(max_length=512)
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(min_length=1, max_length=8, description="1-32 bytes of UTF-8: 8 characters always fit")
+    url: str = Field(json_schema_extra=URL_SCHEMA)
 
 
 class SendRequest(BaseModel):
-    """The send fields (documentation; ``core.domain.notification`` applies the byte limits)."""
+    """The send fields (documentation; ``core.domain.notification`` applies the byte limits).
+    Optional fields are documented without null: a form cannot carry one (null in JSON is absent)."""
 
     model_config = ConfigDict(extra="allow")
     message: str = Field(min_length=1, description="1-1500 bytes of UTF-8")
-    title: str | None = Field(default=None, description="1-100 bytes")
+    title: str | SkipJsonSchema[None] = Field(
+        default=None, min_length=1, max_length=25, description="1-100 bytes of UTF-8 (25 characters fit)"
+    )
     priority: Literal["min", "low", "default", "high", "urgent"] = "default"
-    tags: list[str] | str | None = Field(default=None, description="up to 5; a list or a comma list")
-    url: str | None = Field(default=None, description="http or https, at most 512 bytes")
-    url_title: str | None = None
-    actions: list[ActionIn] | None = Field(default=None, max_length=3)
-    device: str | None = Field(default=None, description="all (default), phone, desktop, names, ids")
-    markdown: bool | None = None
-    ttl: int | None = Field(default=None, description="seconds kept for devices not connected; 0-259200")
+    tags: list[str] | str | SkipJsonSchema[None] = Field(
+        default=None, description="up to 5; a list or a comma list"
+    )
+    url: str | SkipJsonSchema[None] = Field(
+        default=None, description="http or https, at most 512 bytes", json_schema_extra=URL_SCHEMA
+    )
+    url_title: str | SkipJsonSchema[None] = Field(
+        default=None, min_length=1, max_length=25, description="1-100 bytes of UTF-8"
+    )
+    actions: Annotated[list[ActionIn], Field(max_length=3)] | SkipJsonSchema[None] = None
+    device: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="all (default), phone, desktop, names, ids",
+        json_schema_extra=DEVICE_SELECTOR_SCHEMA,
+    )
+    markdown: bool | SkipJsonSchema[None] = None
+    ttl: int | SkipJsonSchema[None] = Field(
+        default=None, description="seconds kept for devices not connected; clamped to 0-259200"
+    )
 
 
 async def send(call: Call) -> BaseModel:

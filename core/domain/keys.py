@@ -6,10 +6,18 @@ import base64
 import binascii
 
 from nacl.public import PrivateKey
+from pydantic.config import JsonDict
 
 KEY_LENGTH = 32
 # 32 bytes are 44 base64 characters; anything far longer is refused before decoding.
 _MAX_TEXT_LENGTH = 128
+# The documented shape of a public key, as ``decode_public_key`` accepts it: canonical standard
+# base64 of 32 bytes (the last character before "=" carries 4 bits and 2 zero bits).
+PUBLIC_KEY_SCHEMA: JsonDict = {
+    "pattern": "^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$",
+    "minLength": 44,
+    "maxLength": 44,
+}
 
 
 class InvalidPublicKey(ValueError):  # noqa: N818 - the name is the contract

@@ -12,10 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic.config import JsonDict
+
 PRIORITIES = ("min", "low", "default", "high", "urgent")
 MESSAGE_MAX_BYTES = 1500
 TITLE_MAX_BYTES = 100
 URL_MAX_BYTES = 512
+# The documented shape of ``url``: a subset of what ``_url`` accepts (which takes any http(s) URL with
+# a host and no white space, up to 512 bytes), in ASCII so that characters count as bytes.
+URL_SCHEMA: JsonDict = {
+    "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?$",
+    "maxLength": URL_MAX_BYTES,
+}
 URL_TITLE_MAX_BYTES = 100
 ACTION_LABEL_MAX_BYTES = 32
 MAX_ACTIONS = 3
@@ -86,6 +94,12 @@ def parse_priority(value: Any) -> str:
             "invalid_priority", "priority must be one of min, low, default, high, urgent."
         )
     return value.lower()
+
+
+# The documented shape of ``device``: a comma list of at most DEVICE_SELECTOR_MAX entries of 64 chars.
+DEVICE_SELECTOR_SCHEMA: JsonDict = {
+    "pattern": f"^[^,]{{0,64}}(,[^,]{{0,64}}){{0,{DEVICE_SELECTOR_MAX - 1}}}$"
+}
 
 
 def parse_device_selector(value: Any) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from sqlmodel import col, select
 from core.adapters.limits.base import LimitCheck
 from core.adapters.push.base import PushMessage, PushTarget
 from core.context import Tx, read_only
-from core.domain.keys import InvalidPublicKey, decode_public_key
+from core.domain.keys import PUBLIC_KEY_SCHEMA, InvalidPublicKey, decode_public_key
 from core.domain.secrets import digest, digests_match, new_device_credential, new_prefixed_id, new_uuid
 from core.errors import RelayError
 from core.events import DeviceRevoked
@@ -44,7 +44,7 @@ class DeviceCreate(BaseModel):
     """A phone registering itself; this creates its account."""
 
     model_config = ConfigDict(extra="forbid")
-    public_key: str = Field(max_length=128)
+    public_key: str = Field(max_length=128, json_schema_extra=PUBLIC_KEY_SCHEMA)
     device_type: DeviceType = "android"
     surface_kind: Literal["phone"] = "phone"
     name: str = Name

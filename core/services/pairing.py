@@ -22,6 +22,7 @@ from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
 from core.context import Core, Tx, read_only
+from core.domain.keys import PUBLIC_KEY_SCHEMA
 from core.domain.secrets import (
     PAIRING_CODE_PATTERN,
     digest,
@@ -44,7 +45,7 @@ CODE_ATTEMPTS = 8  # retries when a fresh code collides with a live one
 
 class PairInit(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    public_key: str = Field(max_length=128)
+    public_key: str = Field(max_length=128, json_schema_extra=PUBLIC_KEY_SCHEMA)
     surface_kind: ComputerSurface
     device_type: DeviceType = "extension"
     name: str = Field(default="", max_length=64)
@@ -62,7 +63,7 @@ class PairInitOut(BaseModel):
 class PairConfirm(BaseModel):
     model_config = ConfigDict(extra="forbid")
     code: str = Field(max_length=16)
-    public_key: str = Field(max_length=128)
+    public_key: str = Field(max_length=128, json_schema_extra=PUBLIC_KEY_SCHEMA)
     intent: Literal["pair", "connector"] | None = Field(
         default=None, description="Only a code of this kind matches (default: either kind)"
     )

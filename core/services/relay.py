@@ -11,6 +11,7 @@ import binascii
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic.config import JsonDict
 from sqlalchemy import and_, bindparam, or_, sql, update
 from sqlmodel import col, select
 
@@ -43,6 +44,13 @@ RELAYED_TYPES = frozenset(
         "batch_dismiss",
     }
 )
+# Standard base64 of at least MIN_LENGTH (41) bytes; the first byte, the wire version, is the server's
+# to check (a refusal the schema cannot express).
+BLOB_SCHEMA: JsonDict = {
+    "pattern": "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    "minLength": 56,
+}
+RELAYED_TYPES_SCHEMA: JsonDict = {"enum": [*sorted(RELAYED_TYPES)]}
 SMS_FAMILY = re.compile(r"^sms(_[a-z]{1,24})?$")
 # Types a phone receives inline in the push when they fit; the others wake it with ``notify``.
 INLINE_PUSH_TYPES = frozenset({"notification", "clipboard", "file_ctrl", "reply", "action"})
@@ -51,8 +59,17 @@ INLINE_PUSH_TYPES = frozenset({"notification", "clipboard", "file_ctrl", "reply"
 class EnvelopeCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     to: str = Field(min_length=1, max_length=36, description="Recipient device id (a paired device)")
-    type: str = Field(min_length=1, max_length=32, description="The payload type inside the envelope")
-    blob: str = Field(min_length=1, description="Standard base64 of the envelope v1 bytes")
+    type: str = Field(
+        min_length=1,
+        max_length=32,
+        description="The payload type inside the envelope (and the sms family, where the server enables it)",
+        json_schema_extra=RELAYED_TYPES_SCHEMA,
+    )
+    blob: str = Field(
+        min_length=1,
+        description="Standard base64 of the envelope v1 bytes",
+        json_schema_extra=BLOB_SCHEMA,
+    )
     ttl: StrictInt | None = Field(default=None, description="Seconds in the queue; clamped to 0-86400")
     msg_ids: list[str] | None = Field(
         default=None, max_length=100, description="batch_dismiss only: the message ids being cleared"

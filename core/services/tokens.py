@@ -14,6 +14,7 @@ from sqlmodel import col, func, select
 from core.context import Tx, read_only
 from core.credentials import sender_token_tag
 from core.domain import payloads
+from core.domain.notification import PRIORITIES
 from core.domain.secrets import digest, new_prefixed_id, new_sender_token
 from core.errors import RelayError
 from core.events import CredentialsRevoked
@@ -23,14 +24,15 @@ from core.services.devices import own_device
 from core.store.tables import Device, SenderToken
 
 Priority = Literal["min", "low", "default", "high", "urgent"]
-PRIORITIES: tuple[str, ...] = ("min", "low", "default", "high", "urgent")
 
 
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     label: str = Field(min_length=1, max_length=64)
-    scope: str | None = Field(default=None, max_length=32)
-    priority_cap: str = Field(default="urgent", max_length=16)
+    scope: str | None = Field(
+        default=None, max_length=32, json_schema_extra={"enum": [*sorted(SENDER_TOKEN_SCOPES), None]}
+    )
+    priority_cap: str = Field(default="urgent", max_length=16, json_schema_extra={"enum": list(PRIORITIES)})
     format: Literal["relaybox", "pushover"] = Field(
         default="relaybox",
         description="relaybox: rfk_live_ + 32 characters (secret scanners know it); pushover: 30 "

@@ -138,6 +138,7 @@ def test_only_the_accounts_devices_can_pull_it(
         ({}, {"attachment": ("big.png", b"x" * (MAX_BYTES + 1), "image/png")}, 413, "attachment_too_large"),
         ({}, {"attachment": ("empty.png", b"", "image/png")}, 400, "invalid_attachment"),
         ({"attachment_base64": "not base64!"}, {}, 400, "invalid_attachment"),
+        ({"attachment_base64": "§4", "attachment_type": "image/png"}, {}, 400, "invalid_attachment"),
         ({"attachment_base64": base64.b64encode(b"x").decode()}, {}, 400, "invalid_attachment"),
     ],
 )
