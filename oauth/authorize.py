@@ -22,6 +22,7 @@ from authlib.oauth2.rfc6749 import OAuth2Error
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from core.api.routing import until_disconnected
 from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
@@ -166,15 +167,20 @@ class ConsentFlow:
         wait = int(raw_wait) if raw_wait.isascii() and raw_wait.isdigit() and len(raw_wait) < 4 else 0
         ip = request.client.host if request.client else "unknown"
         try:
-            state = await self.core.run(
-                consent.wait_for_consent,
-                Principal.anonymous(ip),
-                session_id=request.path_params["session_id"],
-                browser_key=request.cookies.get(COOKIE, ""),
-                wait=wait,
+            state = await until_disconnected(  # a page closed mid-wait ends its wait
+                request,
+                self.core.run(
+                    consent.wait_for_consent,
+                    Principal.anonymous(ip),
+                    session_id=request.path_params["session_id"],
+                    browser_key=request.cookies.get(COOKIE, ""),
+                    wait=wait,
+                ),
             )
         except RelayError:
             return oauth_error("invalid_request", "No such consent request in this browser.", 404)
+        if state is None:
+            return Response(status_code=204)  # nobody is left to read it
         return JSONResponse(state.model_dump(exclude_none=True), headers={"Cache-Control": "no-store"})
 
     async def decide(self, request: Request) -> Response:

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl
 
 from authlib.oauth2.rfc6749 import JsonPayload, JsonRequest, OAuth2Payload, OAuth2Request
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from core.context import Core, Tx
@@ -90,11 +90,14 @@ def oauth_error(error: str, description: str, status: int = 400) -> Response:
 async def _read(request: Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise MalformedRequestError("invalid_request", f"The body is larger than {limit} bytes.", 413)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise MalformedRequestError("invalid_request", f"The body is larger than {limit} bytes.", 413)
+            chunks.append(chunk)
+    except ClientDisconnect as exc:  # the caller left mid-body: a plain 400 nobody reads, nothing logged
+        raise MalformedRequestError("invalid_request", "The body did not arrive whole.") from exc
     return b"".join(chunks)
 
 

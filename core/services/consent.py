@@ -197,7 +197,7 @@ async def wait_for_consent(
         remaining = min(float(wait), current.expires_at - core.clock.now())
         if current.status != "pending" or remaining <= 0:
             return current
-        with anyio.move_on_after(remaining):
+        with core.long_poll(), anyio.move_on_after(remaining):  # shutdown ends the wait too
             await confirmed.receive()
     return await core.run(get_consent_state, principal, session_id=session_id, browser_key=browser_key)
 
