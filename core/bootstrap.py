@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 from core.adapters.fanout.base import Fanout
 from core.adapters.fanout.memory import MemoryFanout
 from core.adapters.limits.base import RateLimiter
@@ -20,6 +23,11 @@ from core.store import migrate
 from core.store.database import is_sqlite, make_engine
 from core.store.deadline import bound_connections
 
+if TYPE_CHECKING:
+    from core.adapters.push.webpush import WebPushSender  # an optional extra: imported where used
+
+log = logging.getLogger("relaybox.core")
+
 
 def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
     """Assemble a Core for ``settings``; migrates the database when ``migrate_on_start`` is set."""
@@ -29,7 +37,9 @@ def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
         migrate.upgrade(engine)  # before the deadline: a migration may rightly take longer
     if not is_sqlite(settings.effective_database_url):
         bound_connections(engine, settings.database_timeout_s)
-    push = PushRouter(fcm=_fcm(settings), webpush=_webpush(settings))
+    webpush = _webpush(settings)
+    push = PushRouter(fcm=_fcm(settings), webpush=webpush)
+    push.web_push_key = webpush.application_server_key if webpush is not None else None
     keys = load_server_keys(settings)
     limiter = _limiter(settings)
     core = Core(
@@ -82,16 +92,20 @@ def _fcm(settings: Settings) -> PushSender | None:
     return FcmPush(settings.fcm_credentials_file, fcm_url=settings.fcm_url, timeout_s=settings.push_timeout_s)
 
 
-def _webpush(settings: Settings) -> PushSender | None:
-    if settings.vapid_private_key is None:
+def _webpush(settings: Settings) -> WebPushSender | None:
+    """Web push, signed with the configured VAPID key or one generated on first run; off only
+    without the ``webpush`` extra (pywebpush) or with ``web_push_enabled`` false."""
+    if not settings.web_push_enabled:
         return None
-    from core.adapters.push.webpush import WebPushSender
+    try:
+        from core.adapters.push.webpush import WebPushSender
+    except ImportError:
+        log.info("web push is off: install relaybox[webpush] for browsers' push notifications")
+        return None
+    from core.adapters.push.vapid_key import vapid_private_key
 
-    return WebPushSender(
-        settings.vapid_private_key.get_secret_value(),
-        settings.vapid_subject,
-        timeout_s=settings.push_timeout_s,
-    )
+    key = vapid_private_key(settings)
+    return WebPushSender(key, settings.vapid_subject, timeout_s=settings.push_timeout_s)
 
 
 def _objects(settings: Settings, keys: ServerKeys) -> ObjectStore:

@@ -126,8 +126,9 @@ class Settings(BaseSettings):
     # Push services. Each is used only when configured (and its extra installed).
     fcm_credentials_file: Path | None = Field(default=None, description="Firebase service-account JSON")
     fcm_url: str | None = Field(default=None, description="Override of the FCM send URL (tests, proxies)")
+    web_push_enabled: bool = Field(default=True, description="Push to browsers (the web app), RFC 8291")
     vapid_private_key: SecretStr | None = Field(
-        default=None, description="Web push VAPID key (b64url or PEM)"
+        default=None, description="Web push VAPID key (b64url or PEM); default: generated into data_dir"
     )
     vapid_subject: str = "mailto:admin@localhost"
     push_timeout_s: float = Field(default=10.0, gt=0)

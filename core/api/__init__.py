@@ -16,6 +16,7 @@ from core.api import (
     send,
     tokens,
     transfers,
+    webpush,
 )
 from core.api.errors import PLAIN_NOT_FOUND
 from core.api.health import openapi_response
@@ -35,6 +36,7 @@ BASE_ENDPOINTS: list[Endpoint] = [
     *pushover.ENDPOINTS,
     *attachments.ENDPOINTS,
     *transfers.ENDPOINTS,
+    *webpush.ENDPOINTS,
 ]
 
 

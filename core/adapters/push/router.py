@@ -17,6 +17,7 @@ class PushRouter:
     def __init__(self, *, fcm: PushSender | None = None, webpush: PushSender | None = None) -> None:
         self.fcm = fcm
         self.webpush = webpush
+        self.web_push_key: str | None = None  # the VAPID public key browsers subscribe with, when on
         self.on_unregistered: UnregisteredHook | None = None
         self.outcomes: dict[str, int] = {outcome.value: 0 for outcome in PushOutcome}
 
