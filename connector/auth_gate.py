@@ -9,6 +9,10 @@ Header values are stripped of surrounding spaces and tabs on the way (RFC 9110 �
 httptools parser keeps trailing whitespace, and the SDK compares ``Mcp-Name`` with the body as is.
 The body is read (at most 4 MiB) only when the grant lacks some tool's scope: a grant holding them
 all may call any tool, and the transport caps its bodies itself.
+
+A request without a bearer token is challenged with no error code (RFC 6750 §3.1): just where the
+resource metadata is and the scope to ask for; its body is the flat ``missing_token``. A token
+that is wrong, expired, revoked or for another resource is ``error="invalid_token"``.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from connector.tools import TOOL_SCOPES
+from core.errors import CATALOGUE
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 # A grant that holds every tool's scope can call any tool: its bodies are not read here (the
 # transport then caps their size itself, at the same 4 MiB).
 _TOOL_SCOPES = frozenset(TOOL_SCOPES.values())
 _TOO_LARGE = 'error="invalid_request", error_description="body too large"'
+_MISSING_TOKEN = {"error": "missing_token", "message": CATALOGUE["missing_token"].message}
 
 
 MAX_CALLERS = 1024
@@ -81,7 +87,11 @@ class McpAuthGate:
         if b"access_token=" in scope.get("query_string", b""):
             await self._challenge(send, 400, 'error="invalid_request", error_description="no tokens in URLs"')
             return
-        caller = await self._authenticate(headers)
+        token = _bearer_token(headers)
+        if token is None:  # no authentication information: a challenge without an error code
+            await self._challenge(send, 401, f'scope="{self.base_scopes}"', _MISSING_TOKEN)
+            return
+        caller = await self._authenticate(token)
         if caller is None:
             await self._challenge(send, 401, f'error="invalid_token", scope="{self.base_scopes}"')
             return
@@ -104,14 +114,10 @@ class McpAuthGate:
         finally:
             auth_context_var.reset(context)
 
-    async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> _Caller | None:
-        """Who presents a valid ``Authorization: Bearer`` token issued for this resource. The
-        verifier answers the same ``AccessToken`` while the token's verification is cached: what
-        was made of it then is reused."""
-        header = next((value for name, value in headers if name == b"authorization"), b"")
-        scheme, _, token = header.decode("latin-1").partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return None
+    async def _authenticate(self, token: str) -> _Caller | None:
+        """Who presents ``token``, if it is valid and issued for this resource. The verifier
+        answers the same ``AccessToken`` while the token's verification is cached: what was made
+        of it then is reused."""
         verified = await self.verifier.verify_token(token)
         if verified is None or not self._for_this_resource(verified):
             self._callers.pop(token, None)
@@ -134,9 +140,13 @@ class McpAuthGate:
                 self._audiences[resource] = known
         return known
 
-    async def _challenge(self, send: Send, status: int, params: str) -> None:
+    async def _challenge(
+        self, send: Send, status: int, params: str, document: dict[str, str] | None = None
+    ) -> None:
+        """``status`` with a Bearer challenge of ``params`` and the resource metadata's URL; the
+        body is ``document``, by default the challenge's error code."""
         header = f'Bearer {params}, resource_metadata="{self.resource_metadata_url}"'
-        body = json.dumps({"error": params.split('"')[1]}).encode()
+        body = json.dumps(document or {"error": params.split('"')[1]}).encode()
         await send(
             {
                 "type": "http.response.start",
@@ -149,6 +159,14 @@ class McpAuthGate:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def _bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; ``None`` when there is no such
+    header, another scheme or an empty token (no authentication information, RFC 6750 §3.1)."""
+    header = next((value for name, value in headers if name == b"authorization"), b"")
+    scheme, _, token = header.decode("latin-1").partition(" ")
+    return token if scheme.lower() == "bearer" and token else None
 
 
 def _normalized(url: str) -> str | None:

@@ -2,9 +2,10 @@
 
 ``GET /oauth/authorize`` validates the request with Authlib (client, exact redirect URI, response
 type, scopes, PKCE S256, RFC 8707 resource). An unknown client or an unregistered redirect URI is
-shown as an error page, never redirected; every other error is redirected with ``state`` and
-``iss``. A valid request opens a consent session (``core.services.consent``) and renders the page
-with its code; a cookie binds the session to this browser.
+shown as an error page in plain words (``consent_page.refusal``), never redirected; every other
+error is redirected with ``state`` and ``iss``. A valid request opens a consent session
+(``core.services.consent``) and renders the page with its code; a cookie binds the session to this
+browser.
 
 ``GET /oauth/consent/{id}/status`` long-polls the session. ``POST /oauth/consent/{id}/decision``
 spends the confirmed session once and answers with Authlib's redirect: a code for the scopes left
@@ -15,10 +16,12 @@ completes is the one stored with the session, so a consent cannot be replayed fo
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from authlib.oauth2.rfc6749 import OAuth2Error
+from authlib.oauth2.base import invalid_error_characters
+from authlib.oauth2.rfc6749 import OAuth2Error, UnsupportedResponseTypeError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -38,7 +41,14 @@ from oauth.bridge import (
     run_authlib,
 )
 from oauth.client_metadata import ClientMetadataError, is_metadata_document_url, resolve_client
-from oauth.consent_page import ConsentView, consent_page, error_page
+from oauth.consent_page import (
+    START_AGAIN,
+    ConsentView,
+    consent_page,
+    error_page,
+    refusal,
+    response_type_problem,
+)
 from oauth.grants import Approval
 from oauth.server import RelayAuthorizationServer
 
@@ -67,17 +77,27 @@ class ConsentFlow:
     async def authorize(self, request: Request) -> Response:
         """The authorization endpoint: an error, or the consent page with a fresh code."""
         if len(request.url.query) > MAX_QUERY:
-            return error_page(400, "Request too long", "The authorization request is too long.")
+            return error_page(
+                400,
+                "Request too long",
+                f"The authorization request is too long. {START_AGAIN}",
+                "invalid_request",
+            )
         try:
             captured = await capture(request, self.server.issuer, body="none")
         except MalformedRequestError as exc:
-            return error_page(400, "Malformed request", exc.description)
+            return error_page(400, "Malformed request", f"{exc.description} {START_AGAIN}", exc.error)
         client_id = next((value for key, value in captured.params if key == "client_id"), "")
         if is_metadata_document_url(client_id):
             try:
                 await resolve_client(self.core, client_id, self.server.metadata)
             except ClientMetadataError as exc:
-                return error_page(400, "This app could not be identified", str(exc))
+                return error_page(
+                    400,
+                    "This app could not be identified",
+                    f"The app is described at its client_id, but {exc}. {START_AGAIN}",
+                    "invalid_client",
+                )
         validated: list[Validated] = []
         response = await run_authlib(self.core, lambda: self._validate(captured, validated))
         if not validated:
@@ -131,9 +151,18 @@ class ConsentFlow:
         except OAuth2Error as error:
             if error.redirect_uri is None and error.error == "invalid_request":
                 error.redirect_uri = self._trusted_redirect(request)  # e.g. a repeated scope
-            return self._error(error)
-        except ValueError:  # Authlib refuses to echo some malformed values in a description
-            return error_page(400, "Malformed request", "The authorization request has malformed values.")
+            return self._error(error, request.payload.datalist)
+        except ValueError:  # Authlib cannot describe a value it refuses (quotes, non-ASCII)
+            params = request.payload.datalist
+            error_code = _unsayable(params)
+            if error_code:
+                return self._error(OAuth2Error(error=error_code), params)
+            return error_page(
+                400,
+                "Malformed request",
+                f"The authorization request has malformed values. {START_AGAIN}",
+                "invalid_request",
+            )
         client = grant.client
         validated.append(
             Validated(
@@ -215,7 +244,7 @@ class ConsentFlow:
             try:
                 grant = self.server.get_consent_grant(FormRequest(original), end_user=None)
             except OAuth2Error as error:
-                return self._error(error)
+                return self._error(error, FormRequest(original).payload.datalist)
             requested = set(grant.request.scope.split())
             ticked = requested & set(fields.datalist.get("scope", []))
             approval = None
@@ -232,14 +261,35 @@ class ConsentFlow:
 
         return await run_authlib(self.core, work)
 
-    def _error(self, error: OAuth2Error) -> Response:
+    def _error(self, error: OAuth2Error, params: Mapping[str, list[str]]) -> Response:
+        """Redirect ``error`` to the client if it has a trusted redirect URI; otherwise a page
+        saying what is wrong with the request's ``params`` (never Authlib's description)."""
+        if isinstance(error, UnsupportedResponseTypeError):  # Authlib's description is garbled
+            response_type = params.get("response_type", [""])[0]
+            error = OAuth2Error(
+                response_type_problem(response_type),
+                state=error.state,
+                redirect_uri=error.redirect_uri,
+                error=error.error,
+            )
         response: OAuthResponse = self.server.handle_error_response(None, error)
         if response.location:
             return self.server.with_issuer(response)
-        return error_page(error.status_code, error.error, error.get_error_description() or error.error)
+        title, message = refusal(error.error, params)
+        return error_page(error.status_code, title, message, error.error)
 
     def _redirect_error(self, checked: Validated, error: str, description: str) -> Response:
         failure = OAuth2Error(
             description, state=checked.state, redirect_uri=checked.redirect_uri, error=error
         )
-        return self._error(failure)
+        response: OAuthResponse = self.server.handle_error_response(None, failure)
+        return self.server.with_issuer(response)
+
+
+def _unsayable(params: Mapping[str, list[str]]) -> str | None:
+    """The RFC 6749 error for the value Authlib would echo in a description but cannot."""
+    if invalid_error_characters(params.get("response_type", [""])[0]):
+        return "unsupported_response_type"
+    if invalid_error_characters(params.get("redirect_uri", [""])[0]):
+        return "invalid_request"  # not a registered redirect URI, which Authlib would name
+    return None

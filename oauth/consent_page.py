@@ -5,11 +5,16 @@ this computer) and shows the six-digit code to type into the phone. A small same
 allowed by a per-response nonce, long-polls the session's status and, once the phone confirmed,
 reveals the requested scopes as checkboxes with Allow / Deny. The form carries a CSRF token;
 ``form-action`` admits the page itself and the client's redirect origin (where the answer goes).
+
+A refused authorization request that cannot be sent back to the client is an error page instead:
+in plain words what is wrong and what to do, naming the parameter at fault but never echoing its
+value, with the RFC 6749 ``error`` code for whoever debugs the app.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
 
@@ -146,12 +151,72 @@ def _runs(redirect_uri: str) -> str:
     return "on the web"
 
 
-def error_page(status: int, title: str, message: str) -> HTMLResponse:
-    """An error the browser shows instead of a redirect (the redirect URI is not trusted)."""
+START_AGAIN = "Start connecting again from the app."
+BY_HAND = (
+    "This is the authorization endpoint an AI assistant's app opens to connect to relaybox; "
+    "open it from the app, not by hand."
+)
+OAUTH_PARAMETERS = ("response_type", "client_id", "redirect_uri")
+SINGLE = (*OAUTH_PARAMETERS, "scope", "state")  # what Authlib refuses to see twice (RFC 6749 §3.1)
+
+
+def error_page(status: int, title: str, message: str, code: str | None = None) -> HTMLResponse:
+    """An error the browser shows instead of a redirect (the redirect URI is not trusted);
+    ``code`` is the stable RFC 6749 ``error`` value, shown below the message."""
+    shown = f'\n<p id="error-code">Error code: <code>{escape(code)}</code></p>' if code else ""
     body = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title></head>
-<body><main><h1>{escape(title)}</h1><p id="error">{escape(message)}</p></main></body></html>"""
+<body><main><h1>{escape(title)}</h1><p id="error">{escape(message)}</p>{shown}</main></body></html>"""
     return HTMLResponse(body, status_code=status, headers=page_headers(None, None))
+
+
+def response_type_problem(response_type: str | None) -> str:
+    """What is wrong with a ``response_type`` other than ``code`` (ASCII, fit for a redirect)."""
+    if not response_type:
+        return "The request has no response_type; send response_type=code."
+    return "The response_type must be code."
+
+
+def refusal(error: str, params: Mapping[str, list[str]]) -> tuple[str, str]:
+    """The title and message of a refused authorization request shown as a page: which parameter
+    is at fault and what to do. ``error`` is the RFC 6749 code, ``params`` the query, by name.
+    Such a page is shown when the answer cannot go back to the client's redirect URI."""
+    if not any(params.get(name) for name in OAUTH_PARAMETERS):
+        return "Open this from your app", BY_HAND
+    repeated = next((name for name in SINGLE if len(params.get(name, [])) > 1), None)
+    if error == "unsupported_response_type":
+        response_type = params.get("response_type", [""])[0]
+        return "This request is not supported", f"{response_type_problem(response_type)} {START_AGAIN}"
+    if error == "invalid_request" and repeated:
+        return (
+            "This request is malformed",
+            f"The {repeated} parameter appears more than once; an authorization request names "
+            f"each parameter once. {START_AGAIN}",
+        )
+    if error == "invalid_client" and not params.get("client_id", [""])[0]:
+        return (
+            "The app did not say who it is",
+            f"The request has no client_id, so relaybox cannot tell which app is asking. {START_AGAIN}",
+        )
+    if error == "invalid_client":
+        return (
+            "This app is not known here",
+            "The client_id is not registered with this relaybox server: the app may have registered "
+            f"with another server, or its registration expired or was removed. {START_AGAIN}",
+        )
+    if error == "invalid_request" and params.get("redirect_uri", [""])[0]:
+        return (
+            "This return address is not allowed",
+            "The redirect_uri is not one this app registered, so relaybox will not send you there. "
+            f"{START_AGAIN}",
+        )
+    if error == "invalid_request":  # Authlib's: no redirect_uri, and no single one to default to
+        return (
+            "The return address is missing",
+            "The request has no redirect_uri, and this app registered more than one, so relaybox "
+            f"cannot tell where to send you back. {START_AGAIN}",
+        )
+    return "This request was refused", f"relaybox refused the app's authorization request. {START_AGAIN}"
 
 
 def page_headers(nonce: str | None, redirect_source: str | None) -> dict[str, str]:

@@ -1,20 +1,64 @@
-"""The /mcp gate over HTTP in process: audience-bound tokens, the step-up challenge for a tool whose
-scope the grant lacks, and revocation taking effect at once."""
+"""The /mcp gate over HTTP in process: audience-bound tokens, the challenge without an error code
+when no token came (RFC 6750 §3.1), the step-up challenge for a tool whose scope the grant lacks,
+and revocation taking effect at once."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 
+from core.clock import ManualClock
 from tests.helpers import register_phone
-from tests.oauth.flow import connect
+from tests.oauth.flow import ISSUER, connect
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 
 
 def call(name: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": {}}}
+
+
+@pytest.mark.parametrize("authorization", [None, "Basic dXNlcjpwYXNz", "Bearer", "Bearer "])
+def test_a_request_without_a_bearer_token_is_challenged_without_an_error_code(
+    client: TestClient, authorization: str | None
+) -> None:
+    headers = {**ACCEPT, **({"Authorization": authorization} if authorization is not None else {})}
+    response = client.post("/mcp", json=call("list_devices"), headers=headers)
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert f'resource_metadata="{ISSUER}/.well-known/oauth-protected-resource/mcp"' in challenge
+    assert 'scope="' in challenge
+    assert "error=" not in challenge and "error_description=" not in challenge
+    assert response.json() == {
+        "error": "missing_token",
+        "message": "Send the token as 'Authorization: Bearer <token>'.",
+    }
+
+
+@pytest.mark.parametrize("token", ["nope", "rbx_" + "a" * 40])
+def test_a_wrong_token_is_challenged_as_invalid_token(client: TestClient, token: str) -> None:
+    response = client.post(
+        "/mcp", json=call("list_devices"), headers={**ACCEPT, "Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith('Bearer error="invalid_token", ')
+    assert "resource_metadata=" in challenge and 'scope="' in challenge
+    assert response.json() == {"error": "invalid_token"}
+
+
+def test_an_expired_token_is_challenged_as_invalid_token(client: TestClient, clock: ManualClock) -> None:
+    phone = register_phone(client)
+    _, tokens = connect(client, phone, scopes=["devices:read"])
+    headers = {**ACCEPT, "Authorization": f"Bearer {tokens['access_token']}"}
+    assert client.post("/mcp", json=call("list_devices"), headers=headers).status_code != 401
+    clock.advance(tokens["expires_in"] + 1)
+    response = client.post("/mcp", json=call("list_devices"), headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token", ')
 
 
 def test_a_tool_the_grant_has_no_scope_for_is_a_403_naming_the_scope(client: TestClient) -> None:

@@ -2,11 +2,13 @@
 
 A request whose client or redirect URI cannot be trusted gets an error page and is never
 redirected; every other error is redirected to the exact redirect URI with ``error``, ``state``
-and ``iss``.
+and ``iss``. The page says in plain words what is wrong and what to do, with the RFC 6749 code.
 """
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -56,17 +58,71 @@ def assert_error_page(response: Any) -> None:
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
 
 
+def page_text(response: Any) -> str:
+    """What a person reads on the page: its text without tags, whitespace collapsed."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", response.text)).split())
+
+
+def assert_readable_error_page(response: Any, error: str, *phrases: str) -> str:
+    """An error page naming the RFC 6749 ``error`` and saying ``phrases``, in plain words."""
+    assert_error_page(response)
+    text = page_text(response)
+    assert f"Error code: {error}" in text
+    for phrase in phrases:
+        assert phrase in text
+    assert "None" not in text and "not supported by the server" not in text
+    assert "Start connecting again from the app" in text or "not by hand" in text
+    return text
+
+
 # Never redirected: the client or the redirect URI is not trustworthy.
+
+
+def test_the_endpoint_opened_by_hand_says_what_it_is(client: TestClient) -> None:
+    response = client.get("/oauth/authorize", follow_redirects=False)
+    text = assert_readable_error_page(response, "unsupported_response_type")
+    assert (
+        "This is the authorization endpoint an AI assistant's app opens to connect to relaybox; "
+        "open it from the app, not by hand." in text
+    )
+
+
+def test_a_missing_response_type_without_a_known_client_gets_a_readable_page(client: TestClient) -> None:
+    response = client.get(Authorization("cli_unknown").url(response_type=None), follow_redirects=False)
+    assert_readable_error_page(
+        response, "unsupported_response_type", "no response_type", "response_type=code"
+    )
+
+
+def test_an_unsupported_response_type_without_a_known_client_gets_a_readable_page(
+    client: TestClient,
+) -> None:
+    response = client.get(Authorization("cli_unknown").url(response_type="token"), follow_redirects=False)
+    assert_readable_error_page(response, "unsupported_response_type", "The response_type must be code")
+
+
+def test_a_response_type_authlib_cannot_describe_gets_a_page_naming_it(
+    client: TestClient, request_: Authorization
+) -> None:
+    response = client.get(request_.url(response_type='co"de'), follow_redirects=False)
+    assert_readable_error_page(response, "unsupported_response_type", "The response_type must be code")
 
 
 def test_an_unknown_client_gets_an_error_page(client: TestClient) -> None:
     response = client.get(Authorization("cli_unknown").url(), follow_redirects=False)
-    assert_error_page(response)
-    assert "invalid_client" in response.text
+    assert_readable_error_page(response, "invalid_client", "client_id", "not registered")
 
 
 def test_a_missing_client_id_gets_an_error_page(client: TestClient, request_: Authorization) -> None:
-    assert_error_page(client.get(request_.url(client_id=None), follow_redirects=False))
+    response = client.get(request_.url(client_id=None), follow_redirects=False)
+    assert_readable_error_page(response, "invalid_client", "no client_id")
+
+
+def test_a_repeated_client_id_gets_an_error_page_naming_it(
+    client: TestClient, request_: Authorization
+) -> None:
+    response = client.get(request_.url() + f"&client_id={request_.client_id}", follow_redirects=False)
+    assert_readable_error_page(response, "invalid_request", "client_id parameter appears more than once")
 
 
 @pytest.mark.parametrize(
@@ -83,7 +139,21 @@ def test_a_missing_client_id_gets_an_error_page(client: TestClient, request_: Au
 def test_a_redirect_uri_that_is_not_registered_exactly_gets_an_error_page(
     client: TestClient, request_: Authorization, redirect_uri: str
 ) -> None:
-    assert_error_page(client.get(request_.url(redirect_uri=redirect_uri), follow_redirects=False))
+    response = client.get(request_.url(redirect_uri=redirect_uri), follow_redirects=False)
+    text = assert_readable_error_page(
+        response, "invalid_request", "redirect_uri", "not one this app registered"
+    )
+    assert "<script>" not in response.text
+    assert redirect_uri not in text  # the page does not echo what it refuses
+
+
+def test_an_unregistered_redirect_uri_is_named_even_beside_a_repeatable_parameter(
+    client: TestClient, request_: Authorization
+) -> None:
+    url = request_.url(redirect_uri="http://127.0.0.1:3030/other") + f"&resource={RESOURCE}"
+    response = client.get(url, follow_redirects=False)
+    text = assert_readable_error_page(response, "invalid_request", "not one this app registered")
+    assert "more than once" not in text
 
 
 def test_an_https_redirect_uri_must_match_exactly(client: TestClient) -> None:
@@ -104,16 +174,18 @@ def test_a_missing_redirect_uri_is_allowed_only_with_a_single_registered_one(cli
     single = Authorization(register_client(client)["client_id"])
     assert client.get(single.url(redirect_uri=None)).status_code == 200
     two = register_client(client, redirect_uris=[REDIRECT_URI, "https://app.example/cb"])
-    assert_error_page(
-        client.get(Authorization(two["client_id"]).url(redirect_uri=None), follow_redirects=False)
-    )
+    response = client.get(Authorization(two["client_id"]).url(redirect_uri=None), follow_redirects=False)
+    assert_readable_error_page(response, "invalid_request", "no redirect_uri", "more than one")
 
 
 def test_a_malformed_or_oversized_query_gets_an_error_page(
     client: TestClient, request_: Authorization
 ) -> None:
-    assert_error_page(client.get(request_.url() + "&state=%ff%fe", follow_redirects=False))
-    assert_error_page(client.get(request_.url(state="s" * 9000), follow_redirects=False))
+    for response in (
+        client.get(request_.url() + "&state=%ff%fe", follow_redirects=False),
+        client.get(request_.url(state="s" * 9000), follow_redirects=False),
+    ):
+        assert_readable_error_page(response, "invalid_request")
 
 
 # Redirected with error, state and iss.
@@ -121,7 +193,16 @@ def test_a_malformed_or_oversized_query_gets_an_error_page(
 
 def test_an_unsupported_response_type_is_redirected(client: TestClient, request_: Authorization) -> None:
     response = client.get(request_.url(response_type="token"), follow_redirects=False)
-    assert_redirected_error(response, request_, "unsupported_response_type")
+    params = assert_redirected_error(response, request_, "unsupported_response_type")
+    assert params["error_description"] == "The response_type must be code."
+
+
+def test_a_missing_response_type_is_redirected_with_a_readable_description(
+    client: TestClient, request_: Authorization
+) -> None:
+    response = client.get(request_.url(response_type=None), follow_redirects=False)
+    params = assert_redirected_error(response, request_, "unsupported_response_type")
+    assert params["error_description"] == "The request has no response_type; send response_type=code."
 
 
 def test_a_client_not_registered_for_the_code_grant_is_unauthorized(client: TestClient) -> None:

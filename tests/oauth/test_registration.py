@@ -187,7 +187,7 @@ def test_a_client_that_never_completes_a_grant_expires_and_is_swept(
     clock.advance(86_400)
     page = client.get(Authorization(unused).url())
     assert page.status_code == 400
-    assert "does not exist" in page.text
+    assert "invalid_client" in page.text and "registration expired" in page.text
     core.run_sync(sweep_oauth, Principal.system())  # (the app's own sweep may have come first)
     with Session(core.engine) as session:
         assert session.get(OAuthClient, unused) is None
