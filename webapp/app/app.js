@@ -1,7 +1,25 @@
-// The web app's shell: registers the service worker and says whether this browser has what the
-// app needs. The app's own flows (phone or computer setup, pairing, web push) build on this.
+// The web app: on first open it asks what this browser is; as the phone it pairs computers,
+// confirms assistants' codes, manages tokens and grants, and shows what arrives (on the page while
+// it is open, as notifications through the service worker otherwise). Every failure is shown as a
+// sentence, never as JSON.
+import { ApiError, call } from "/app/api.js";
+import { confirmCode, curlLine, grants, openFrame, registerPhone, tokens } from "/app/phone.js";
+import "/app/store.js";
+import { follow } from "/app/stream.js";
+import { fromBase64Url } from "/static/relaybox-wire.js";
 
-const support = document.getElementById("support");
+const store = globalThis.relayboxStore;
+const $ = (id) => document.getElementById(id);
+
+function problem(error) {
+  const text = error instanceof ApiError ? error.message : `Something went wrong: ${error.message}`;
+  $("problem").textContent = text;
+  $("problem").hidden = false;
+}
+
+function clearProblem() {
+  $("problem").hidden = true;
+}
 
 function missingFeatures() {
   const needs = [
@@ -12,19 +30,150 @@ function missingFeatures() {
   return needs.filter(([, present]) => !present).map(([name]) => name);
 }
 
-async function start() {
-  const missing = missingFeatures();
-  if ("serviceWorker" in navigator) {
+function guarded(action) {
+  return async (event) => {
+    if (event) event.preventDefault();
+    clearProblem();
     try {
-      await navigator.serviceWorker.register("/app/sw.js", { scope: "/app/" });
+      await action(event);
     } catch (error) {
-      support.textContent = `The background worker could not start: ${error.message}`;
-      return;
+      problem(error);
     }
-  }
-  support.textContent = missing.length
-    ? `This browser lacks ${missing.join(", ")}. On iPhone and iPad, add this page to the Home Screen first.`
-    : "This browser has everything the web app needs.";
+  };
 }
 
-start();
+function item(text, buttonLabel, onClick) {
+  const li = document.createElement("li");
+  li.append(document.createTextNode(text + " "));
+  if (buttonLabel) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = buttonLabel;
+    button.addEventListener("click", guarded(onClick));
+    li.append(button);
+  }
+  return li;
+}
+
+async function renderTokens(identity) {
+  const listed = (await tokens.list(identity)).filter((token) => !token.revoked_at);
+  $("token-list").replaceChildren(
+    ...listed.map((token) =>
+      item(`${token.label}${token.scope ? ` (${token.scope})` : ""}`, `Revoke ${token.label}`, async () => {
+        await tokens.revoke(identity, token.id);
+        await renderTokens(identity);
+      }),
+    ),
+  );
+}
+
+async function renderGrants(identity) {
+  const listed = await grants.list(identity);
+  $("grant-list").replaceChildren(
+    ...(listed.length
+      ? listed.map((grant) =>
+          item(`${grant.client_name}: ${grant.scopes.join(", ")}`, `Disconnect ${grant.client_name}`, async () => {
+            await grants.revoke(identity, grant.id);
+            await renderGrants(identity);
+          }),
+        )
+      : [item("No assistant is connected.")]),
+  );
+}
+
+async function show(note) {
+  $("inbox").prepend(item(note.title ? `${note.title}: ${note.message}` : note.message));
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  const registration = await navigator.serviceWorker.ready;
+  await registration.showNotification(note.title || "relaybox", { body: note.message, tag: note.id, data: { url: note.url || "/app/" } });
+}
+
+async function onFrame(identity, frame) {
+  if (frame.event === "envelope") {
+    const payload = openFrame(identity, frame.data);
+    if (payload.type === "notification") await show(payload);
+    else $("inbox").prepend(item(payload.unreadable ? `A ${payload.type} ${payload.unreadable}` : `A ${payload.type} arrived.`));
+  } else if (frame.event === "token_update") {
+    await renderTokens(identity);
+  }
+  if (frame.seq) await store.update({ lastSeq: frame.seq });
+}
+
+async function enablePush(identity) {
+  const permission = await Notification.requestPermission();
+  if (permission !== "granted") {
+    $("push-state").textContent = "Notifications are blocked for this site; allow them in the browser's settings.";
+    return;
+  }
+  const { application_server_key: key } = await call("GET", "/v1/push/web-key");
+  const registration = await navigator.serviceWorker.ready;
+  let subscription;
+  try {
+    subscription = await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: fromBase64Url(key) });
+  } catch (error) {
+    $("push-state").textContent = `This browser could not subscribe to push (${error.message}). Notifications still show while this page is open.`;
+    return;
+  }
+  const { keys } = subscription.toJSON();
+  const body = { web_push: { endpoint: subscription.endpoint, p256dh: keys.p256dh, auth: keys.auth } };
+  await call("PATCH", "/v1/devices/me", { token: identity.token, body });
+  $("push-state").textContent = "Notifications are on, also when this page is closed.";
+}
+
+async function showPhone(identity) {
+  $("setup").hidden = true;
+  $("phone").hidden = false;
+  $("phone-name").textContent = identity.name;
+  $("code-form").addEventListener("submit", guarded(async () => {
+    const code = $("code").value.trim();
+    const result = await confirmCode(identity, code);
+    const box = $("code-result");
+    if (result.intent === "connector") {
+      box.textContent = `Confirmed for ${result.clientName}. Go back to its page to choose what it may do.`;
+      await renderGrants(identity);
+    } else {
+      box.replaceChildren(
+        document.createTextNode(`Paired with ${result.name}. Compare this safety number with the one the computer shows:`),
+        Object.assign(document.createElement("pre"), { id: "safety-number", textContent: result.safetyNumber }),
+      );
+    }
+    $("code").value = "";
+  }));
+  $("token-form").addEventListener("submit", guarded(async () => {
+    const created = await tokens.create(identity, $("token-label").value.trim(), $("token-ring").checked);
+    $("new-token-value").textContent = created.token;
+    $("curl-line").textContent = curlLine(created.token);
+    $("new-token").hidden = false;
+    await renderTokens(identity);
+  }));
+  $("copy-token").addEventListener("click", guarded(async () => {
+    await navigator.clipboard.writeText($("new-token-value").textContent);
+  }));
+  $("enable-push").addEventListener("click", guarded(() => enablePush(identity)));
+  await Promise.all([renderTokens(identity), renderGrants(identity)]);
+  follow({
+    token: identity.token,
+    since: identity.lastSeq || 0,
+    onFrame: (frame) => onFrame(identity, frame).catch(problem),
+    onState: (state) => ($("stream-state").textContent = state),
+  });
+}
+
+async function start() {
+  const missing = missingFeatures();
+  $("support").textContent = missing.length
+    ? `This browser lacks ${missing.join(", ")}. On iPhone and iPad, add this page to the Home Screen first.`
+    : "This browser has everything the web app needs.";
+  if ("serviceWorker" in navigator) {
+    await navigator.serviceWorker.register("/app/sw.js", { scope: "/app/" });
+  }
+  const identity = await store.load();
+  if (identity && identity.role === "phone") return showPhone(identity);
+  $("setup").hidden = false;
+  $("phone-form").addEventListener("submit", guarded(async () => {
+    const name = $("device-name").value.trim() || "My phone";
+    await showPhone(await registerPhone(name));
+  }));
+}
+
+start().catch(problem);

@@ -1,19 +1,74 @@
 /*
  * The relaybox web app's service worker: a classic worker (what every browser with web push runs,
- * Safari 16.4+ included), registered at /app/sw.js with the scope /app/. It loads tweetnacl and the
- * relaybox wire code, so it can open envelopes (self.relayboxWire.openEnvelope) when it handles a
- * push; the push, notification and caching handlers come with the app's flows.
+ * Safari 16.4+ included), registered at /app/sw.js with the scope /app/. A push carries the
+ * server's push message as JSON (docs/protocol.md "Delivery"); a notification's envelope comes
+ * inline as `payload` and is opened here with the key this browser keeps in IndexedDB, so the
+ * text exists in clear only on this device. A bare wake-up ("notify") says there is something to
+ * read and opens the app when tapped.
  */
 importScripts(
   "/static/vendor/tweetnacl-1.0.3/nacl-fast.js",
   "/static/relaybox-wire-codec.js",
   "/static/relaybox-wire-nacl.js",
+  "/app/store.js",
 );
 
-self.addEventListener("install", (event) => {
+var wire = self.relayboxWire;
+
+self.addEventListener("install", function (event) {
   event.waitUntil(self.skipWaiting());
 });
 
-self.addEventListener("activate", (event) => {
+self.addEventListener("activate", function (event) {
   event.waitUntil(self.clients.claim());
+});
+
+/** The notification a push message asks for: {title, options}. */
+function notificationFor(message, identity) {
+  if (message.payload && identity) {
+    try {
+      var opened = wire.openEnvelope(wire.fromBase64(message.payload), identity.secretKey, identity.serverPublicKey);
+      var note = JSON.parse(wire.fromUtf8(opened));
+      if (note.type === "notification") return shown(note);
+    } catch (error) {
+      return { title: "relaybox", options: { body: "A message arrived that this browser could not open.", tag: message.msgId } };
+    }
+  }
+  return { title: "relaybox", options: { body: "You have a new message. Tap to open relaybox.", tag: message.msgId } };
+}
+
+/** Title, body, priority and click URL of a notification payload (core/domain/payloads.py). */
+function shown(note) {
+  var urgent = note.priority === "high" || note.priority === "urgent";
+  return {
+    title: note.title || "relaybox",
+    options: {
+      body: note.message,
+      tag: note.id,
+      requireInteraction: urgent,
+      silent: note.priority === "min",
+      data: { url: note.url || "/app/" },
+    },
+  };
+}
+
+self.addEventListener("push", function (event) {
+  var message = {};
+  try {
+    message = event.data ? event.data.json() : {};
+  } catch (error) {
+    message = {};
+  }
+  event.waitUntil(
+    self.relayboxStore.load().then(function (identity) {
+      var note = notificationFor(message, identity);
+      return self.registration.showNotification(note.title, note.options);
+    }),
+  );
+});
+
+self.addEventListener("notificationclick", function (event) {
+  event.notification.close();
+  var url = (event.notification.data && event.notification.data.url) || "/app/";
+  event.waitUntil(self.clients.openWindow(url));
 });

@@ -1,0 +1,164 @@
+"""The web app as a person's phone, in real Chromium against a real ``relaybox serve``: set up as the
+phone (keys made in the browser), pair a CLI computer (``relaybox pair``) and see the same safety
+number on both, create a sender token, and receive a ``/v1/send`` notification — shown from the
+open page's stream, and by the service worker from a web push: the server's real RFC 8291 message
+(pywebpush, to a fake push service that decrypts it) handed to the worker with the DevTools
+protocol's ``ServiceWorker.deliverPushMessage``, the envelope inside opened with the browser's key."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, CDPSession, Page
+
+from core.domain.secrets import SENDER_TOKEN_PATTERN
+from tests.browser import watched
+from tests.e2e.conftest import Cli
+from tests.fakes.webpush_server import FakeWebPushService
+
+pytestmark = pytest.mark.e2e
+
+CODE_LINE = re.compile(r"^pairing code: ([0-9]{6})$")
+SAFETY_LINE = re.compile(r"^safety number: ((?:[0-9]{5} ){11}[0-9]{5})$", re.MULTILINE)
+SHOWN = (
+    "navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.map(n => [n.title, n.body]))"
+)
+CLOSE_ALL = (
+    "navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.forEach(n => n.close()))"
+)
+IDENTITY = (
+    "import('/app/store.js').then(() => globalThis.relayboxStore.load()).then(i => [i.deviceId, i.token])"
+)
+
+
+def eventually(page: Page, check: Callable[[], Any], timeout: float = 15.0) -> Any:
+    """``check()`` once it is truthy; waits through the page, so Playwright delivers events meanwhile."""
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, "not within the time allowed"
+        page.wait_for_timeout(100)
+    return found
+
+
+def become_the_phone(page: Page, server: str) -> None:
+    page.goto(f"{server}/app/")
+    page.get_by_label("Name this device").fill("Web Phone")
+    page.get_by_role("button", name="This is my phone").click()
+    page.locator("#phone").wait_for(state="visible")
+    assert page.locator("#phone-name").inner_text() == "Web Phone"
+    page.locator("#stream-state", has_text="connected").wait_for()
+
+
+def pair_the_cli_computer(page: Page, cli: Cli) -> tuple[str, str]:
+    pairing = cli.start("pair", "--name", "laptop", "--timeout", "60")
+    code = pairing.wait_for_line(CODE_LINE)[1]
+    page.get_by_label("Six-digit code shown on the computer or the assistant's page").fill(code)
+    page.get_by_role("button", name="Confirm code").click()
+    on_page = page.locator("#safety-number").inner_text()
+    finished = pairing.finish()
+    assert finished.returncode == 0, finished
+    found = SAFETY_LINE.search(finished.stdout)
+    assert found, finished.stdout
+    return on_page, found[1]
+
+
+def create_token(page: Page) -> str:
+    page.get_by_label("Label").fill("cron")
+    page.get_by_role("button", name="Create token").click()
+    page.locator("#new-token").wait_for(state="visible")
+    token = page.locator("#new-token-value").inner_text()
+    assert SENDER_TOKEN_PATTERN.fullmatch(token), token
+    assert (
+        page.locator("#curl-line")
+        .inner_text()
+        .endswith(f'-d "Backup done" {page.url.split("/app/")[0]}/v1/send')
+    )
+    page.get_by_role("button", name="Revoke cron").wait_for()
+    return token
+
+
+def worker_registration(page: Page, cdp: CDPSession, scope: str) -> str:
+    registrations: list[dict[str, Any]] = []
+    cdp.on(
+        "ServiceWorker.workerRegistrationUpdated", lambda event: registrations.extend(event["registrations"])
+    )
+    cdp.send("ServiceWorker.enable")
+    found = eventually(
+        page, lambda: [r for r in registrations if r["scopeURL"] == scope and not r["isDeleted"]]
+    )
+    return str(found[0]["registrationId"])
+
+
+def test_a_browser_is_the_phone_pairs_a_cli_computer_and_shows_a_curl_notification(
+    cli: Cli, browser: Browser
+) -> None:
+    server = cli.server_url
+    context = browser.new_context()
+    context.grant_permissions(["notifications"], origin=server)
+    try:
+        page = context.new_page()
+        watch = watched(page, server)
+        become_the_phone(page, server)
+        on_page, on_computer = pair_the_cli_computer(page, cli)
+        assert on_page == on_computer
+        token = create_token(page)
+
+        with httpx.Client(base_url=server, timeout=10) as http:
+            sent = http.post(
+                "/v1/send",
+                json={"title": "Backup", "message": "Backup done"},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert sent.status_code == 200, sent.text
+            page.locator("#inbox li", has_text="Backup: Backup done").wait_for()
+            assert ["Backup", "Backup done"] in eventually(page, lambda: page.evaluate(SHOWN))
+
+            with FakeWebPushService() as push_service:
+                key = http.get("/v1/push/web-key").json()["application_server_key"]
+                subscriber = push_service.subscribe(application_server_key=key)
+                subscription = subscriber.subscription
+                _, device_token = page.evaluate(IDENTITY)
+                # From here only the worker can show anything: the app page (and its stream) is closed,
+                # and the tab shows a file in the worker's scope instead.
+                page.evaluate(CLOSE_ALL)
+                problems = watch.problems()  # the app page's (the image shown next has its own)
+                page.goto(f"{server}/app/icons/icon-192.png")
+                web_push = {
+                    "endpoint": subscription.endpoint,
+                    "p256dh": subscription.p256dh,
+                    "auth": subscription.auth,
+                }
+                patched = http.patch(
+                    "/v1/devices/me",
+                    json={"web_push": web_push},
+                    headers={"Authorization": f"Bearer {device_token}"},
+                )
+                assert patched.json()["push"] == "web_push", patched.text
+                sent = http.post(
+                    "/v1/send",
+                    json={"title": "Push", "message": "Through the worker"},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                assert sent.status_code == 200, sent.text
+                pushed = eventually(page, lambda: push_service.received)[0]
+                assert push_service.rejections == []
+        message = pushed.json()
+        assert message["type"] == "notification" and "Through the worker" not in pushed.payload.decode()
+
+        assert page.evaluate(SHOWN) == []
+        cdp = context.new_cdp_session(page)
+        registration = worker_registration(page, cdp, f"{server}/app/")
+        cdp.send(
+            "ServiceWorker.deliverPushMessage",
+            {"origin": server, "registrationId": registration, "data": json.dumps(message)},
+        )
+        assert ["Push", "Through the worker"] in eventually(page, lambda: page.evaluate(SHOWN))
+    finally:
+        context.close()
+    assert problems == [], problems

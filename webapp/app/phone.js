@@ -1,0 +1,78 @@
+// The browser as the account's phone: its keys are made here and kept in IndexedDB (the secret
+// key is never sent); it registers as a phone (device_type "web"), pairs computers by their code,
+// confirms AI-assistant consent codes, manages sender tokens and connector grants, and opens what
+// the server and its computers send it.
+import { call } from "/app/api.js";
+import "/app/store.js";
+import {
+  fromBase64,
+  fromUtf8,
+  formatSafetyNumber,
+  generateKeyPair,
+  openEnvelope,
+  safetyNumber,
+  toBase64,
+} from "/static/relaybox-wire.js";
+
+const store = globalThis.relayboxStore;
+
+export async function registerPhone(name) {
+  const keys = generateKeyPair();
+  const body = { public_key: toBase64(keys.publicKey), name, device_type: "web" };
+  const registered = await call("POST", "/v1/devices", { body });
+  const identity = {
+    role: "phone",
+    name,
+    deviceId: registered.device_id,
+    token: registered.device_token,
+    secretKey: keys.secretKey,
+    publicKey: keys.publicKey,
+    serverPublicKey: fromBase64(registered.server_public_key),
+    peers: {},
+    lastSeq: 0,
+  };
+  await store.save(identity);
+  return identity;
+}
+
+/**
+ * Redeem a six-digit code: a computer's pairing code (the answer names the computer and the
+ * safety number both screens show) or an AI assistant's consent code (the answer names the app).
+ */
+export async function confirmCode(identity, code) {
+  const body = { code, public_key: toBase64(identity.publicKey) };
+  const answer = await call("POST", "/v1/pair/confirm", { token: identity.token, body });
+  if (answer.intent === "connector") return { intent: "connector", clientName: answer.client_name };
+  const device = answer.device;
+  const theirs = fromBase64(device.public_key);
+  const peers = { ...identity.peers, [device.device_id]: { name: device.name, publicKey: theirs } };
+  await store.update({ peers });
+  identity.peers = peers;
+  return { intent: "pair", name: device.name, safetyNumber: formatSafetyNumber(safetyNumber(identity.publicKey, theirs)) };
+}
+
+export const tokens = {
+  list: (identity) => call("GET", "/v1/tokens", { token: identity.token }).then((answer) => answer.tokens),
+  create: (identity, label, mayRing) =>
+    call("POST", "/v1/tokens", { token: identity.token, body: mayRing ? { label, scope: "phone:control" } : { label } }),
+  revoke: (identity, id) => call("DELETE", `/v1/tokens/${encodeURIComponent(id)}`, { token: identity.token }),
+};
+
+export const grants = {
+  list: (identity) => call("GET", "/v1/connector-grants", { token: identity.token }).then((answer) => answer.grants),
+  revoke: (identity, id) =>
+    call("DELETE", `/v1/connector-grants/${encodeURIComponent(id)}`, { token: identity.token }),
+};
+
+/** The payload of an envelope frame ({from, type, blob}), opened with this browser's key. */
+export function openFrame(identity, frame) {
+  const sender = frame.from;
+  const key = sender === "server" ? identity.serverPublicKey : identity.peers[sender]?.publicKey;
+  if (!key) return { type: frame.type, unreadable: `from a device this browser did not pair (${sender})` };
+  return JSON.parse(fromUtf8(openEnvelope(fromBase64(frame.blob), identity.secretKey, key)));
+}
+
+/** A ready curl line for a new token, against this server. */
+export function curlLine(token) {
+  return `curl -H "Authorization: Bearer ${token}" -d "Backup done" ${location.origin}/v1/send`;
+}
