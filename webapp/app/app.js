@@ -48,6 +48,7 @@ function item(text, buttonLabel, onClick) {
   if (buttonLabel) {
     const button = document.createElement("button");
     button.type = "button";
+    button.className = "button small";
     button.textContent = buttonLabel;
     button.addEventListener("click", guarded(onClick));
     li.append(button);
@@ -134,7 +135,7 @@ async function showPhone(identity) {
     } else {
       box.replaceChildren(
         document.createTextNode(`Paired with ${result.name}. Compare this safety number with the one the computer shows:`),
-        Object.assign(document.createElement("pre"), { id: "safety-number", textContent: result.safetyNumber }),
+        Object.assign(document.createElement("pre"), { id: "safety-number", className: "wrap", textContent: result.safetyNumber }),
       );
     }
     $("code").value = "";
