@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
 import socket
 import time
 from pathlib import Path
@@ -14,15 +13,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from connector.demo_steps import CALLBACK
+from connector.demo_steps import CALLBACK, ConsentPage, parse_consent_page
 from tests.e2e.conftest import TRACEBACK, RelayboxServer
 from tests.reliability.instances import free_port
 
 pytestmark = pytest.mark.e2e
 
 
-def open_consent_page(http: httpx.Client, url: str) -> str:
-    """Register a client and open its consent page; the consent session's id."""
+def open_consent_page(http: httpx.Client, url: str) -> ConsentPage:
+    """Register a client ("Leaver") and open its consent page in ``http`` (its cookie kept there)."""
     client = http.post("/oauth/register", json={"client_name": "Leaver", "redirect_uris": [CALLBACK]}).json()
     scopes = http.get("/.well-known/oauth-protected-resource/mcp").json()["scopes_supported"]
     verifier = "v" * 50
@@ -38,9 +37,7 @@ def open_consent_page(http: httpx.Client, url: str) -> str:
     }
     page = http.get("/oauth/authorize", params=params)
     assert page.status_code == 200, page.text
-    found = re.search(r"/oauth/consent/(cns_[A-Za-z0-9_-]+)/status", page.text)
-    assert found, page.text
-    return found[1]
+    return parse_consent_page(page.text)
 
 
 def leave_after_sending(port: int, request: bytes, linger_s: float = 0.3) -> None:
@@ -54,7 +51,7 @@ def test_leaving_mid_consent_logs_no_error_and_the_next_caller_is_served(tmp_pat
     with RelayboxServer(tmp_path, port=port) as server:
         url = server.wait_until_ready()
         with httpx.Client(base_url=url, timeout=10) as http:
-            session_id = open_consent_page(http, url)
+            session_id = open_consent_page(http, url).session_id
             cookie = "; ".join(f"{name}={value}" for name, value in http.cookies.items())
             head = f"Host: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
             form = "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 500\r\n\r\n"

@@ -9,78 +9,41 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, CDPSession, Page
 
-from core.domain.secrets import SENDER_TOKEN_PATTERN
 from tests.browser import watched
 from tests.e2e.conftest import Cli
+from tests.e2e.web_phone import (
+    CLOSE_ALL,
+    IDENTITY,
+    SHOWN,
+    become_the_phone,
+    create_token,
+    enter_code,
+    eventually,
+)
 from tests.fakes.webpush_server import FakeWebPushService
 
 pytestmark = pytest.mark.e2e
 
 CODE_LINE = re.compile(r"^pairing code: ([0-9]{6})$")
 SAFETY_LINE = re.compile(r"^safety number: ((?:[0-9]{5} ){11}[0-9]{5})$", re.MULTILINE)
-SHOWN = (
-    "navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.map(n => [n.title, n.body]))"
-)
-CLOSE_ALL = (
-    "navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.forEach(n => n.close()))"
-)
-IDENTITY = (
-    "import('/app/store.js').then(() => globalThis.relayboxStore.load()).then(i => [i.deviceId, i.token])"
-)
-
-
-def eventually(page: Page, check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """``check()`` once it is truthy; waits through the page, so Playwright delivers events meanwhile."""
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        assert time.monotonic() < deadline, "not within the time allowed"
-        page.wait_for_timeout(100)
-    return found
-
-
-def become_the_phone(page: Page, server: str) -> None:
-    page.goto(f"{server}/app/")
-    page.get_by_label("Name this device").fill("Web Phone")
-    page.get_by_role("button", name="This is my phone").click()
-    page.locator("#phone").wait_for(state="visible")
-    assert page.locator("#phone-name").inner_text() == "Web Phone"
-    page.locator("#stream-state", has_text="connected").wait_for()
 
 
 def pair_the_cli_computer(page: Page, cli: Cli) -> tuple[str, str]:
     pairing = cli.start("pair", "--name", "laptop", "--timeout", "60")
     code = pairing.wait_for_line(CODE_LINE)[1]
-    page.get_by_label("Six-digit code shown on the computer or the assistant's page").fill(code)
-    page.get_by_role("button", name="Confirm code").click()
+    enter_code(page, code)
     on_page = page.locator("#safety-number").inner_text()
     finished = pairing.finish()
     assert finished.returncode == 0, finished
     found = SAFETY_LINE.search(finished.stdout)
     assert found, finished.stdout
     return on_page, found[1]
-
-
-def create_token(page: Page) -> str:
-    page.get_by_label("Label").fill("cron")
-    page.get_by_role("button", name="Create token").click()
-    page.locator("#new-token").wait_for(state="visible")
-    token = page.locator("#new-token-value").inner_text()
-    assert SENDER_TOKEN_PATTERN.fullmatch(token), token
-    assert (
-        page.locator("#curl-line")
-        .inner_text()
-        .endswith(f'-d "Backup done" {page.url.split("/app/")[0]}/v1/send')
-    )
-    page.get_by_role("button", name="Revoke cron").wait_for()
-    return token
 
 
 def worker_registration(page: Page, cdp: CDPSession, scope: str) -> str:

@@ -3,7 +3,8 @@
 // it is open, as notifications through the service worker otherwise). Every failure is shown as a
 // sentence, never as JSON.
 import { ApiError, call } from "/app/api.js";
-import { confirmCode, curlLine, grants, openFrame, registerPhone, tokens } from "/app/phone.js";
+import { confirmCode, curlLine, grants, openFrame, registerPhone, reportBuild, tokens } from "/app/phone.js";
+import { operation, push, question, schedule } from "/app/phone_ops.js";
 import "/app/store.js";
 import { follow } from "/app/stream.js";
 import { fromBase64Url } from "/static/relaybox-wire.js";
@@ -45,14 +46,7 @@ function guarded(action) {
 function item(text, buttonLabel, onClick) {
   const li = document.createElement("li");
   li.append(document.createTextNode(text + " "));
-  if (buttonLabel) {
-    const button = document.createElement("button");
-    button.type = "button";
-    button.className = "button small";
-    button.textContent = buttonLabel;
-    button.addEventListener("click", guarded(onClick));
-    li.append(button);
-  }
+  if (buttonLabel) li.append(ui.button(buttonLabel, onClick));
   return li;
 }
 
@@ -82,18 +76,52 @@ async function renderGrants(identity) {
   );
 }
 
-async function show(note) {
-  $("inbox").prepend(item(note.title ? `${note.title}: ${note.message}` : note.message));
+async function notify(note) {
   if (!("Notification" in window) || Notification.permission !== "granted") return;
   const registration = await navigator.serviceWorker.ready;
-  await registration.showNotification(note.title || "relaybox", { body: note.message, tag: note.id, data: { url: note.url || "/app/" } });
+  await registration.showNotification(note.title || "relaybox", {
+    body: note.message,
+    tag: note.id,
+    requireInteraction: Boolean(note.urgent),
+    data: { url: note.url || "/app/" },
+  });
 }
+
+/** What the operations use to show themselves on the page. */
+const ui = {
+  entry(list, text, extras = []) {
+    const li = document.createElement("li");
+    li.append(document.createTextNode(text + " "), ...extras);
+    $(list).prepend(li);
+    return li;
+  },
+  button(label, onClick) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "button small";
+    button.textContent = label;
+    button.addEventListener("click", guarded(onClick));
+    return button;
+  },
+  status(entry, text) {
+    entry.append(Object.assign(document.createElement("span"), { className: "muted", textContent: ` ${text}` }));
+  },
+  notify: (note) => notify(note).catch(problem),
+};
 
 async function onFrame(identity, frame) {
   if (frame.event === "envelope") {
     const payload = openFrame(identity, frame.data);
-    if (payload.type === "notification") await show(payload);
-    else $("inbox").prepend(item(payload.unreadable ? `A ${payload.type} ${payload.unreadable}` : `A ${payload.type} arrived.`));
+    if (payload.type === "notification") {
+      ui.entry("inbox", payload.title ? `${payload.title}: ${payload.message}` : payload.message);
+      await notify(payload);
+    } else if (payload.type === "interaction_request") {
+      question(identity, payload, ui);
+    } else if (!(await operation(identity, payload, ui))) {
+      ui.entry("inbox", payload.unreadable ? `A ${payload.type} ${payload.unreadable}` : `A ${payload.type} arrived.`);
+    }
+  } else if (frame.event === "push") {
+    await push(identity, frame.data, ui);
   } else if (frame.event === "token_update") {
     await renderTokens(identity);
   }
@@ -151,7 +179,8 @@ async function showPhone(identity) {
     await navigator.clipboard.writeText($("new-token-value").textContent);
   }));
   $("enable-push").addEventListener("click", guarded(() => enablePush(identity)));
-  await Promise.all([renderTokens(identity), renderGrants(identity)]);
+  await Promise.all([renderTokens(identity), renderGrants(identity), reportBuild(identity)]);
+  Object.values(identity.reminders || {}).forEach((reminder) => schedule(reminder, ui));
   follow({
     token: identity.token,
     since: identity.lastSeq || 0,

@@ -15,10 +15,13 @@ import {
 } from "/static/relaybox-wire.js";
 
 const store = globalThis.relayboxStore;
+// The web app's build, reported as any phone reports its app's (the server's capability gates read
+// it: RELAYBOX_MIN_BUILD_*). Raise it with each release of the web phone's abilities.
+export const WEB_APP_BUILD = 1;
 
 export async function registerPhone(name) {
   const keys = generateKeyPair();
-  const body = { public_key: toBase64(keys.publicKey), name, device_type: "web" };
+  const body = { public_key: toBase64(keys.publicKey), name, device_type: "web", app_build: WEB_APP_BUILD };
   const registered = await call("POST", "/v1/devices", { body });
   const identity = {
     role: "phone",
@@ -30,9 +33,17 @@ export async function registerPhone(name) {
     serverPublicKey: fromBase64(registered.server_public_key),
     peers: {},
     lastSeq: 0,
+    appBuild: WEB_APP_BUILD,
   };
   await store.save(identity);
   return identity;
+}
+
+/** After an update of the web app, tell the server its new build. */
+export async function reportBuild(identity) {
+  if (identity.appBuild === WEB_APP_BUILD) return;
+  await call("PATCH", "/v1/devices/me", { token: identity.token, body: { app_build: WEB_APP_BUILD } });
+  await store.update({ appBuild: WEB_APP_BUILD });
 }
 
 /**

@@ -1,0 +1,134 @@
+"""The web phone's operations, in real Chromium against a real ``relaybox serve``: a question answered
+by tapping its button returns the caller's long poll; an AI assistant's consent code is confirmed
+on the page; a reminder fires as a notification at its time; a ring rings; a file an assistant
+sends (the mcp SDK's client, ``send_file``) is opened with the browser's key and offered as a
+download with its content intact."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from playwright.sync_api import Browser, Page
+
+from tests.browser import watched
+from tests.connector.sdk_oauth import ApprovingBrowser, MemoryStorage, oauth_provider
+from tests.e2e.conftest import RelayboxServer
+from tests.e2e.test_oauth_disconnect_e2e import open_consent_page
+from tests.e2e.web_phone import IDENTITY, SHOWN, become_the_phone, create_token, enter_code, eventually
+from tests.reliability.instances import free_port
+
+pytestmark = pytest.mark.e2e
+
+SERVER_ENV = {
+    "RELAYBOX_REMINDER_MIN_LEAD_S": "2",
+    "RELAYBOX_RING_DURATION_S": "2",
+}
+
+
+def answer_a_question(page: Page, http: httpx.Client, auth: dict[str, str]) -> dict[str, object]:
+    """Ask, long-poll for the answer in a thread, tap "Ship it" on the page; the poll's answer."""
+    asked = http.post(
+        "/v1/interactions", json={"question": "Deploy now?", "choices": ["Ship it", "Wait"]}, headers=auth
+    )
+    assert asked.status_code in (200, 201), asked.text
+    interaction_id = asked.json()["id"]
+    polled: list[httpx.Response] = []
+    poll = threading.Thread(
+        target=lambda: polled.append(
+            http.get(f"/v1/interactions/{interaction_id}", params={"wait": 20}, headers=auth)
+        )
+    )
+    poll.start()
+    page.locator("#questions li", has_text="Deploy now?").get_by_role("button", name="Ship it").click()
+    page.locator("#questions li", has_text="Answered: Ship it").wait_for()
+    poll.join(25)
+    assert polled, "the long poll did not return"
+    return dict(polled[0].json())
+
+
+async def assistant_sends_file(url: str, phone_token: str, phone_key: str) -> None:
+    """An AI assistant (the mcp SDK's client) connects, its consent confirmed by the phone's
+    credential, and drops a file into the phone's downloads with ``send_file``."""
+
+    async def confirm(code: str) -> str:
+        body = {"code": code, "public_key": phone_key, "intent": "connector"}
+        async with httpx2.AsyncClient(base_url=url) as http:
+            answer = await http.post(
+                "/v1/pair/confirm", json=body, headers={"Authorization": f"Bearer {phone_token}"}
+            )
+        assert answer.status_code == 200, answer.text
+        return answer.text
+
+    async with httpx2.AsyncClient(follow_redirects=False, timeout=30) as person:
+        provider = oauth_provider(url, MemoryStorage(), ApprovingBrowser(url, person, confirm))
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(30, read=60)) as http,
+            Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+        ):
+            filed = await client.call_tool(
+                "send_file", {"filename": "notes.txt", "content": "hello from a script\n"}
+            )
+            assert not filed.is_error, filed
+
+
+def test_the_web_phone_answers_confirms_reminds_rings_and_receives_a_document(
+    tmp_path: Path, browser: Browser
+) -> None:
+    port = free_port()
+    with RelayboxServer(tmp_path / "server", env=SERVER_ENV, port=port) as server:
+        url = server.wait_until_ready()
+        context = browser.new_context(accept_downloads=True)
+        context.grant_permissions(["notifications"], origin=url)
+        try:
+            page = context.new_page()
+            watch = watched(page, url)
+            become_the_phone(page, url)
+            token = create_token(page, may_ring=True)
+            auth = {"Authorization": f"Bearer {token}"}
+            phone_id, phone_token = page.evaluate(IDENTITY)
+            with httpx.Client(base_url=url, timeout=30) as http:
+                answered = answer_a_question(page, http, auth)
+                assert answered["status"] == "answered" and answered["choice_index"] == 0, answered
+
+                with httpx.Client(base_url=url, timeout=10) as assistant_browser:
+                    consent = open_consent_page(assistant_browser, url)
+                    enter_code(page, consent.code)
+                    page.locator("#code-result", has_text="Confirmed for Leaver").wait_for()
+                    state = assistant_browser.get(
+                        f"/oauth/consent/{consent.session_id}/status", params={"wait": 0}
+                    )
+                    assert state.json()["status"] == "confirmed", state.text
+
+                at = int(time.time()) + 3
+                reminded = http.post("/v1/reminders", json={"message": "Stretch", "at": at}, headers=auth)
+                assert reminded.status_code in (200, 201, 202), reminded.text
+                page.locator("#inbox li", has_text="Reminder: Stretch").wait_for(timeout=20_000)
+                assert time.time() >= at
+                assert ["Reminder", "Stretch"] in eventually(page, lambda: page.evaluate(SHOWN))
+
+                rung = http.post(f"/v1/devices/{phone_id}/ring", headers=auth)
+                assert rung.status_code in (200, 202), rung.text
+                page.locator("#inbox li", has_text="Ringing for 2 s").wait_for()
+
+                phone = {"Authorization": f"Bearer {phone_token}"}
+                phone_key = http.get("/v1/devices/me", headers=phone).json()["public_key"]
+            with ThreadPoolExecutor(1) as aside:  # the SDK's event loop, away from Playwright's
+                aside.submit(anyio.run, assistant_sends_file, url, phone_token, phone_key).result(120)
+            with page.expect_download() as download:
+                page.get_by_role("link", name="Download notes.txt").click()
+            saved = download.value.path()
+            assert download.value.suggested_filename == "notes.txt"
+            assert Path(saved).read_text(encoding="utf-8") == "hello from a script\n"
+            problems = watch.problems()
+        finally:
+            context.close()
+    assert problems == [], problems
