@@ -5,6 +5,7 @@
 import { ApiError, call } from "/app/api.js";
 import { confirmCode, curlLine, grants, openFrame, registerPhone, reportBuild, tokens } from "/app/phone.js";
 import { operation, push, question, schedule } from "/app/phone_ops.js";
+import { describe, safetyNumberWithPhone, startPairing, waitForPhone } from "/app/computer.js";
 import "/app/store.js";
 import { follow } from "/app/stream.js";
 import { fromBase64Url } from "/static/relaybox-wire.js";
@@ -189,6 +190,42 @@ async function showPhone(identity) {
   });
 }
 
+async function showComputer(identity) {
+  $("setup").hidden = true;
+  $("computer").hidden = false;
+  $("pairing").hidden = true;
+  $("paired").hidden = false;
+  $("phone-of-computer").textContent = identity.phone.name;
+  $("computer-safety").textContent = safetyNumberWithPhone(identity);
+  follow({
+    token: identity.token,
+    since: identity.lastSeq || 0,
+    onFrame: async (frame) => {
+      if (frame.event === "envelope" || frame.event === "token_update") {
+        ui.entry("received", describe(identity, frame.data.from, openFrame(identity, frame.data)));
+      }
+      if (frame.seq) await store.update({ lastSeq: frame.seq });
+    },
+    onState: (state) => ($("computer-stream").textContent = state),
+  });
+}
+
+async function pairAsComputer(name) {
+  const started = await startPairing(name);
+  $("setup").hidden = true;
+  $("computer").hidden = false;
+  $("pairing").hidden = false;
+  $("pair-code").textContent = started.code;
+  try {
+    await showComputer(await waitForPhone(started.identity));
+  } catch (error) {
+    await store.forget();
+    $("pair-state").textContent = error instanceof ApiError && error.status === 410
+      ? "The code expired before the phone confirmed it. Reload the page to start again."
+      : error.message;
+  }
+}
+
 async function start() {
   const missing = missingFeatures();
   $("support").textContent = missing.length
@@ -199,7 +236,12 @@ async function start() {
   }
   const identity = await store.load();
   if (identity && identity.role === "phone") return showPhone(identity);
+  if (identity && identity.role === "computer") return showComputer(identity);
   $("setup").hidden = false;
+  $("choose-computer").addEventListener("click", guarded(async () => {
+    const name = $("device-name").value.trim();
+    await pairAsComputer(!name || name === "My phone" ? "Browser" : name);
+  }));
   $("phone-form").addEventListener("submit", guarded(async () => {
     const name = $("device-name").value.trim() || "My phone";
     await showPhone(await registerPhone(name));
