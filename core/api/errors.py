@@ -3,6 +3,7 @@ and 500 ``internal_error`` for anything unexpected (logged with a request id, ne
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 
@@ -16,6 +17,14 @@ from core.errors import CATALOGUE, RelayError
 log = logging.getLogger("relaybox.api")
 
 
+class ErrorJSON(JSONResponse):
+    """JSON in ASCII: an error may echo what the caller sent, which JSON can carry and UTF-8 cannot
+    (half of a surrogate pair); escaped, it is still the same JSON."""
+
+    def render(self, content: object) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
 def render(error: RelayError) -> JSONResponse:
     headers = dict(error.headers)
     if error.spec.flat:
@@ -23,11 +32,11 @@ def render(error: RelayError) -> JSONResponse:
         if error.message:
             body["message"] = error.message
         headers.setdefault("WWW-Authenticate", "Bearer")
-        return JSONResponse(body, status_code=error.status, headers=headers)
+        return ErrorJSON(body, status_code=error.status, headers=headers)
     inner: dict[str, object] = {"code": error.code, "message": error.message}
     if error.details:
         inner["details"] = error.details
-    return JSONResponse({"error": inner}, status_code=error.status, headers=headers)
+    return ErrorJSON({"error": inner}, status_code=error.status, headers=headers)
 
 
 async def relay_error_handler(_request: Request, exc: Exception) -> Response:
