@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -28,9 +29,10 @@ from core.api.errors import (
     unexpected_error_response,
 )
 from core.bootstrap import build_core
-from core.context import Core
+from core.context import Core, Tx
 from core.errors import RelayError
 from core.principal import Principal
+from core.services import wake_ups
 from core.services.maintenance import sweep_expired
 from core.settings import Settings
 from oauth.maintenance import sweep_oauth
@@ -40,6 +42,7 @@ from webapp.routes import web_routes
 
 log = logging.getLogger("relaybox")
 SWEEP_INTERVAL_S = 60
+WAKE_INTERVAL_S = 1  # how late a scheduled wake-up (a web phone's reminder) may leave
 
 
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> RelayboxApp:
@@ -64,6 +67,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         async with core, mcp.lifespan(), anyio.create_task_group() as tasks:
             tasks.start_soon(_sweep_forever, core)
+            tasks.start_soon(_wake_forever, core)
             yield
             tasks.cancel_scope.cancel()
 
@@ -152,13 +156,27 @@ class RelayboxApp(Starlette):
 
 
 async def _sweep_forever(core: Core) -> None:
+    async def sweep(operation: Callable[[Tx, Principal], object]) -> None:
+        await core.run(operation, Principal.system())
+
+    for_each = (sweep_expired, sweep_oauth)
+    await _every(SWEEP_INTERVAL_S, "expiry sweep", *(partial(sweep, operation) for operation in for_each))
+
+
+async def _wake_forever(core: Core) -> None:
+    await _every(WAKE_INTERVAL_S, "scheduled wake-ups", partial(wake_ups.deliver_due, core))
+
+
+async def _every(interval_s: float, what: str, *steps: Callable[[], Awaitable[object]]) -> None:
+    """Run each step, then sleep, for ever; a failure is logged (a dependency that is down was
+    logged already, once, as a warning) and the next round tries again."""
     while True:
-        for sweep in (sweep_expired, sweep_oauth):
+        for step in steps:
             try:
-                await core.run(sweep, Principal.system())
+                await step()
             except RelayError as error:
-                if error.code != "unavailable":  # already logged, once, as a warning
-                    log.exception("expiry sweep failed; retrying next interval")
+                if error.code != "unavailable":
+                    log.exception("%s failed; retrying next interval", what)
             except Exception:
-                log.exception("expiry sweep failed; retrying next interval")
-        await anyio.sleep(SWEEP_INTERVAL_S)
+                log.exception("%s failed; retrying next interval", what)
+        await anyio.sleep(interval_s)

@@ -166,13 +166,15 @@ def send_server_message(
     max_lifetime_s: int = QUEUE_LIFETIME_S,
     tag: str | None = None,
     awaited: bool = False,
+    push_now: bool = True,
 ) -> Delivery:
     """Encrypt a server-composed payload once to ``device``, put the envelope on its queue (for up
     to ``ttl_s``, at most ``max_lifetime_s``; ``tag`` pins it, see ``enqueue``) and, for a device
     with a push service, push it too — inline as ``push_type`` when it fits the 4 KB limit, else
     (or when ``push_type`` is None) as a ``notify`` wake-up after which the device fetches its
     queue. A device without one is woken on its open stream by the queue event. ``awaited``: see
-    ``Delivery``."""
+    ``Delivery``. ``push_now=False``: queue only, the push service carries it later
+    (``core.services.wake_ups``)."""
     blob = tx.keys.seal_to(base64.b64decode(device.public_key), payloads.encode(payload))
     seq = enqueue(
         tx,
@@ -185,8 +187,8 @@ def send_server_message(
         tag=tag,
     )
     target = push_target(tx, device)
-    if not tx.push_available(target):
-        return Delivery(device.device_id, seq, False)
+    if not tx.push_available(target) or not push_now:
+        return Delivery(device.device_id, seq, tx.push_available(target))
     wake = {"msgId": msg_id, "seqId": str(seq)}
     message = PushMessage("notify", wake, high_priority, ttl_s)
     if push_type is not None:

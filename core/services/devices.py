@@ -25,6 +25,7 @@ from core.store.tables import (
     Pair,
     QueuedEnvelope,
     RegistrationChallenge,
+    ScheduledWakeUp,
     WebPushSubscriptionRow,
 )
 
@@ -283,7 +284,7 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
             wake = PushMessage("disconnect", {"deviceId": device.device_id}, high_priority=True)
             request_push(tx, push_target(tx, other), wake)
         tx.session.delete(pair)
-    for table in (RegistrationChallenge, WebPushSubscriptionRow):
+    for table in (RegistrationChallenge, WebPushSubscriptionRow, ScheduledWakeUp):
         tx.session.execute(delete(table).where(col(table.device_id) == device.device_id))
     tx.session.execute(
         delete(QueuedEnvelope).where(col(QueuedEnvelope.recipient_device_id) == device.device_id)

@@ -26,6 +26,7 @@ from core.domain import payloads
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.principal import SCOPE_REMINDERS_WRITE, Principal
+from core.services import wake_ups
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import QUEUE_LIFETIME_S, Delivery, send_server_message
 from core.services.delivery_warnings import settle
@@ -116,18 +117,24 @@ def prepare_reminder(
     _check_room(tx, phone.device_id)
     rate_limit, _ = charge_send_class(tx, principal, ip)
     reminder_id = new_prefixed_id("rmd")
+    tag = reminder_tag(tx, reminder_id)
+    payload = payloads.reminder(reminder_id=reminder_id, fire_at=fire_at, message=body.message)
+    by_wake_up = wake_ups.wakes_by_push(tx, phone)  # a browser phone: pushed at its time instead
     delivery = send_server_message(
         tx,
         phone,
-        payloads.reminder(reminder_id=reminder_id, fire_at=fire_at, message=body.message),
+        payload,
         msg_id=new_prefixed_id("msg"),
         push_type="reminder",
         ttl_s=fire_at + LATE_FIRE_S - now,
         max_lifetime_s=MAX_AHEAD_S + LATE_FIRE_S,
         high_priority=True,
-        tag=reminder_tag(tx, reminder_id),
+        tag=tag,
         awaited=True,
+        push_now=not by_wake_up,
     )
+    if by_wake_up:
+        wake_ups.schedule(tx, phone, due_at=fire_at, tag=tag, payload=payload, push_type="reminder")
     out = ReminderOut(
         reminder_id=reminder_id, fire_at=fire_at, warnings=warnings or None, rate_limit=rate_limit
     )
@@ -152,6 +159,7 @@ def prepare_cancel(
     phone = account_phone(tx, principal.account_id)
     rate_limit, _ = charge_send_class(tx, principal, ip)
     tag = reminder_tag(tx, reminder_id)
+    wake_ups.cancel(tx, phone.device_id, tag)
     queued_until = (
         tx.session.execute(
             delete(QueuedEnvelope)
@@ -180,6 +188,7 @@ def prepare_cancel(
         high_priority=False,
         tag=tag if queued_until else None,
         awaited=True,
+        push_now=not wake_ups.wakes_by_push(tx, phone),  # a browser is not woken to be told
     )
     return CancelOut(rate_limit=rate_limit), delivery, keep_s
 

@@ -186,6 +186,20 @@ class ParkedAttachment(SQLModel, table=True):
     expires_at: int = Field(index=True)
 
 
+class ScheduledWakeUp(SQLModel, table=True):
+    """A push to send at a set time (a web phone's reminder, which a closed browser cannot time
+    itself): the push message holds the reminder only as an envelope sealed to the device."""
+
+    __tablename__ = "scheduled_wake_ups"
+
+    wake_id: str = Field(primary_key=True, max_length=40)
+    device_id: str = Field(foreign_key="devices.device_id", index=True, max_length=36)
+    due_at: int = Field(index=True)
+    tag: str = Field(index=True, max_length=64)  # the reminder's tag: a cancel finds it by this
+    message: str = Field(max_length=8192)  # the push message's JSON (type and fields)
+    ttl_s: int
+
+
 class ConsentSession(SQLModel, table=True):
     """An authorization request waiting for its person: the six-digit code shown on the consent
     page (as an HMAC digest, in the pairing-code namespace), confirmed by a phone, which decides

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, CDPSession, Page
+from playwright.sync_api import Browser, Page
 
 from tests.browser import watched
 from tests.e2e.conftest import Cli
@@ -25,6 +24,8 @@ from tests.e2e.web_phone import (
     create_token,
     enter_code,
     eventually,
+    subscribe_on,
+    worker_registration,
 )
 from tests.fakes.webpush_server import FakeWebPushService
 
@@ -44,18 +45,6 @@ def pair_the_cli_computer(page: Page, cli: Cli) -> tuple[str, str]:
     found = SAFETY_LINE.search(finished.stdout)
     assert found, finished.stdout
     return on_page, found[1]
-
-
-def worker_registration(page: Page, cdp: CDPSession, scope: str) -> str:
-    registrations: list[dict[str, Any]] = []
-    cdp.on(
-        "ServiceWorker.workerRegistrationUpdated", lambda event: registrations.extend(event["registrations"])
-    )
-    cdp.send("ServiceWorker.enable")
-    found = eventually(
-        page, lambda: [r for r in registrations if r["scopeURL"] == scope and not r["isDeleted"]]
-    )
-    return str(found[0]["registrationId"])
 
 
 def test_a_browser_is_the_phone_pairs_a_cli_computer_and_shows_a_curl_notification(
@@ -83,26 +72,13 @@ def test_a_browser_is_the_phone_pairs_a_cli_computer_and_shows_a_curl_notificati
             assert ["Backup", "Backup done"] in eventually(page, lambda: page.evaluate(SHOWN))
 
             with FakeWebPushService() as push_service:
-                key = http.get("/v1/push/web-key").json()["application_server_key"]
-                subscriber = push_service.subscribe(application_server_key=key)
-                subscription = subscriber.subscription
                 _, device_token = page.evaluate(IDENTITY)
                 # From here only the worker can show anything: the app page (and its stream) is closed,
                 # and the tab shows a file in the worker's scope instead.
                 page.evaluate(CLOSE_ALL)
                 problems = watch.problems()  # the app page's (the image shown next has its own)
                 page.goto(f"{server}/app/icons/icon-192.png")
-                web_push = {
-                    "endpoint": subscription.endpoint,
-                    "p256dh": subscription.p256dh,
-                    "auth": subscription.auth,
-                }
-                patched = http.patch(
-                    "/v1/devices/me",
-                    json={"web_push": web_push},
-                    headers={"Authorization": f"Bearer {device_token}"},
-                )
-                assert patched.json()["push"] == "web_push", patched.text
+                subscribe_on(push_service, http, device_token)
                 sent = http.post(
                     "/v1/send",
                     json={"title": "Push", "message": "Through the worker"},

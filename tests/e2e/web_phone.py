@@ -6,9 +6,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from playwright.sync_api import Page
+import httpx
+from playwright.sync_api import CDPSession, Page
 
 from core.domain.secrets import SENDER_TOKEN_PATTERN
+from tests.fakes.webpush_server import FakeWebPushService
 
 SHOWN = (
     "navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.map(n => [n.title, n.body]))"
@@ -59,3 +61,27 @@ def create_token(page: Page, *, may_ring: bool = False) -> str:
     )
     page.get_by_role("button", name="Revoke cron").wait_for()
     return token
+
+
+def worker_registration(page: Page, cdp: CDPSession, scope: str) -> str:
+    registrations: list[dict[str, Any]] = []
+    cdp.on(
+        "ServiceWorker.workerRegistrationUpdated", lambda event: registrations.extend(event["registrations"])
+    )
+    cdp.send("ServiceWorker.enable")
+    found = eventually(
+        page, lambda: [r for r in registrations if r["scopeURL"] == scope and not r["isDeleted"]]
+    )
+    return str(found[0]["registrationId"])
+
+
+def subscribe_on(push_service: FakeWebPushService, http: httpx.Client, device_token: str) -> None:
+    """Hand the phone a web-push subscription on the fake push service, made with the server's
+    published key, as ``pushManager.subscribe`` would (headless Chromium reaches no real one)."""
+    key = http.get("/v1/push/web-key").json()["application_server_key"]
+    subscription = push_service.subscribe(application_server_key=key).subscription
+    web_push = {"endpoint": subscription.endpoint, "p256dh": subscription.p256dh, "auth": subscription.auth}
+    patched = http.patch(
+        "/v1/devices/me", json={"web_push": web_push}, headers={"Authorization": f"Bearer {device_token}"}
+    )
+    assert patched.json()["push"] == "web_push", patched.text

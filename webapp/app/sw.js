@@ -2,8 +2,8 @@
  * The relaybox web app's service worker: a classic worker (what every browser with web push runs,
  * Safari 16.4+ included), registered at /app/sw.js with the scope /app/. A push carries the
  * server's push message as JSON (docs/protocol.md "Delivery"); a notification's envelope comes
- * inline as `payload` and is opened here with the key this browser keeps in IndexedDB, so the
- * text exists in clear only on this device. A bare wake-up ("notify") says there is something to
+ * inline as `payload`, and so does a reminder the server pushes at its time, and is opened here
+ * with the key this browser keeps in IndexedDB, so the text exists in clear only on this device. A bare wake-up ("notify") says there is something to
  * read and opens the app when tapped.
  */
 importScripts(
@@ -30,11 +30,20 @@ function notificationFor(message, identity) {
       var opened = wire.openEnvelope(wire.fromBase64(message.payload), identity.secretKey, identity.serverPublicKey);
       var note = JSON.parse(wire.fromUtf8(opened));
       if (note.type === "notification") return shown(note);
+      if (note.type === "reminder") return reminded(note);
     } catch (error) {
       return { title: "relaybox", options: { body: "A message arrived that this browser could not open.", tag: message.msgId } };
     }
   }
   return { title: "relaybox", options: { body: "You have a new message. Tap to open relaybox.", tag: message.msgId } };
+}
+
+/** A reminder the server pushed at its time (core/services/wake_ups.py). */
+function reminded(reminder) {
+  return {
+    title: "Reminder",
+    options: { body: reminder.message, tag: reminder.reminder_id, requireInteraction: true, data: { url: "/app/" } },
+  };
 }
 
 /** Title, body, priority and click URL of a notification payload (core/domain/payloads.py). */
