@@ -31,11 +31,44 @@ function notificationFor(message, identity) {
       var note = JSON.parse(wire.fromUtf8(opened));
       if (note.type === "notification") return shown(note);
       if (note.type === "reminder") return reminded(note);
+      if (note.type === "interaction_request") return asked(note);
     } catch (error) {
       return { title: "relaybox", options: { body: "A message arrived that this browser could not open.", tag: message.msgId } };
     }
   }
+  if (message.type === "ring") return ringing(message);
   return { title: "relaybox", options: { body: "You have a new message. Tap to open relaybox.", tag: message.msgId } };
+}
+
+/** The ring while the app is closed: a notification that vibrates and stays until tapped. */
+function ringing(message) {
+  var seconds = Number(message.durationS) || 60;
+  var pattern = [];
+  for (var i = 0; i < Math.min(seconds, 30); i++) pattern.push(700, 300);
+  return {
+    title: "Ring",
+    options: {
+      body: "Someone is looking for this phone.",
+      tag: "ring",
+      renotify: true,
+      requireInteraction: true,
+      vibrate: pattern,
+      data: { url: "/app/" },
+    },
+  };
+}
+
+/** A question: tapping it opens the app, where its answers are buttons. */
+function asked(question) {
+  return {
+    title: "Question",
+    options: {
+      body: question.question + " (" + question.choices.join(" / ") + ")",
+      tag: question.id,
+      requireInteraction: true,
+      data: { url: "/app/" },
+    },
+  };
 }
 
 /** A reminder the server pushed at its time (core/services/wake_ups.py). */

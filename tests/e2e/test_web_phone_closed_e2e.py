@@ -1,6 +1,7 @@
-"""A reminder on a web phone whose browser is closed: the server pushes it, sealed, at its time
-(never when it is set), and the service worker shows it — in real Chromium, the server's real RFC
-8291 push (pywebpush to a fake push service) handed to the worker with the DevTools protocol."""
+"""A web phone whose app is closed, in real Chromium: its service worker shows what the server pushes
+— a reminder (pushed, sealed, at its time and never when it is set), a question, a ring — each the
+server's real RFC 8291 push (pywebpush to a fake push service) handed to the worker with the
+DevTools protocol's ServiceWorker.deliverPushMessage."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.e2e
 LEAD_S = 3
 
 
-def test_a_closed_web_phone_is_reminded_at_the_reminders_time(tmp_path: Path, browser: Browser) -> None:
+def test_a_closed_web_phone_shows_reminders_questions_and_rings(tmp_path: Path, browser: Browser) -> None:
     env = {"RELAYBOX_REMINDER_MIN_LEAD_S": "2"}
     with (
         RelayboxServer(tmp_path / "server", env=env, port=free_port()) as server,
@@ -43,8 +44,8 @@ def test_a_closed_web_phone_is_reminded_at_the_reminders_time(tmp_path: Path, br
         try:
             page = context.new_page()
             become_the_phone(page, url)
-            auth = {"Authorization": f"Bearer {create_token(page)}"}
-            _, device_token = page.evaluate(IDENTITY)
+            auth = {"Authorization": f"Bearer {create_token(page, may_ring=True)}"}
+            phone_id, device_token = page.evaluate(IDENTITY)
             key = http.get("/v1/push/web-key").json()["application_server_key"]
             subscription = push_service.subscribe(application_server_key=key).subscription
             web_push = {
@@ -71,10 +72,23 @@ def test_a_closed_web_phone_is_reminded_at_the_reminders_time(tmp_path: Path, br
 
             cdp = context.new_cdp_session(page)
             registration = worker_registration(page, cdp, f"{url}/app/")
-            cdp.send(
-                "ServiceWorker.deliverPushMessage",
-                {"origin": url, "registrationId": registration, "data": json.dumps(message)},
-            )
-            assert ["Reminder", "Stretch"] in eventually(page, lambda: page.evaluate(SHOWN))
+
+            def shown_by_worker(message: dict[str, object], title: str, body: str) -> None:
+                data = {"origin": url, "registrationId": registration, "data": json.dumps(message)}
+                cdp.send("ServiceWorker.deliverPushMessage", data)
+                eventually(page, lambda: [title, body] in page.evaluate(SHOWN))
+
+            shown_by_worker(message, "Reminder", "Stretch")
+
+            question = {"question": "Deploy now?", "choices": ["Ship it", "Wait"]}
+            assert http.post("/v1/interactions", json=question, headers=auth).status_code == 201
+            asked = eventually(page, lambda: push_service.received[1:])[0].json()
+            assert asked["type"] == "interaction_request" and "Deploy" not in json.dumps(asked)
+            shown_by_worker(asked, "Question", "Deploy now? (Ship it / Wait)")
+
+            assert http.post(f"/v1/devices/{phone_id}/ring", headers=auth).status_code == 202
+            rung = eventually(page, lambda: push_service.received[2:])[0].json()
+            assert rung["type"] == "ring"
+            shown_by_worker(rung, "Ring", "Someone is looking for this phone.")
         finally:
             context.close()
