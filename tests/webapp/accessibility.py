@@ -41,7 +41,9 @@ LOW_CONTRAST = """() => {
 # The element keyboard focus is on: a description, its accessible name and whether a ring shows.
 FOCUSED = """() => {
   const e = document.activeElement;
-  const name = (e.getAttribute("aria-label") || e.innerText || e.value || e.placeholder || "").trim();
+  const labelled = e.labels && e.labels.length ? e.labels[0].innerText : "";  // <label for=…> or around it
+  const shown = e.innerText || e.value || e.placeholder || "";
+  const name = (e.getAttribute("aria-label") || labelled || shown).trim();
   const style = getComputedStyle(e);
   return {
     id: Array.from(document.querySelectorAll("*")).indexOf(e),
