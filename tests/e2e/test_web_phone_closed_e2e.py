@@ -17,6 +17,7 @@ from tests.e2e.conftest import RelayboxServer
 from tests.e2e.web_phone import (
     CLOSE_ALL,
     IDENTITY,
+    NOTIFICATIONS,
     SHOWN,
     become_the_phone,
     create_token,
@@ -90,5 +91,18 @@ def test_a_closed_web_phone_shows_reminders_questions_and_rings(tmp_path: Path, 
             rung = eventually(page, lambda: push_service.received[2:])[0].json()
             assert rung["type"] == "ring"
             shown_by_worker(rung, "Ring", "Someone is looking for this phone.")
+
+            buttons = [
+                {"label": "Open CI", "url": "https://ci.example/1"},
+                {"label": "Logs", "url": "https://ci.example/l"},
+            ]
+            note = {"title": "Build", "message": "red", "url": "https://ci.example", "actions": buttons}
+            assert http.post("/v1/send", json=note, headers=auth).status_code == 200
+            built = eventually(page, lambda: push_service.received[3:])[0].json()
+            shown_by_worker(built, "Build", "red")
+            actions = page.evaluate(
+                f"{NOTIFICATIONS}.then(ns => ns.filter(n => n.title === 'Build')[0].actions)"
+            )
+            assert [action["title"] for action in actions] == ["Open CI", "Logs"]
         finally:
             context.close()

@@ -12,12 +12,9 @@ from playwright.sync_api import CDPSession, Page
 from core.domain.secrets import SENDER_TOKEN_PATTERN
 from tests.fakes.webpush_server import FakeWebPushService
 
-SHOWN = (
-    "navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.map(n => [n.title, n.body]))"
-)
-CLOSE_ALL = (
-    "navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.forEach(n => n.close()))"
-)
+NOTIFICATIONS = "navigator.serviceWorker.ready.then(r => r.getNotifications())"
+SHOWN = f"{NOTIFICATIONS}.then(ns => ns.map(n => [n.title, n.body]))"
+CLOSE_ALL = f"{NOTIFICATIONS}.then(ns => ns.forEach(n => n.close()))"
 IDENTITY = (
     "import('/app/store.js').then(() => globalThis.relayboxStore.load()).then(i => [i.deviceId, i.token])"
 )

@@ -82,6 +82,7 @@ function reminded(reminder) {
 /** Title, body, priority and click URL of a notification payload (core/domain/payloads.py). */
 function shown(note) {
   var urgent = note.priority === "high" || note.priority === "urgent";
+  var actions = (note.actions || []).slice(0, 2); // what browsers show at most
   return {
     title: note.title || "relaybox",
     options: {
@@ -89,7 +90,13 @@ function shown(note) {
       tag: note.id,
       requireInteraction: urgent,
       silent: note.priority === "min",
-      data: { url: note.url || "/app/" },
+      actions: actions.map(function (action, index) {
+        return { action: String(index), title: action.label };
+      }),
+      data: {
+        url: note.url || "/app/",
+        actions: actions.map(function (action) { return action.url; }),
+      },
     },
   };
 }
@@ -109,8 +116,10 @@ self.addEventListener("push", function (event) {
   );
 });
 
+/** A tap opens the notification's click URL, or the URL of the action button tapped. */
 self.addEventListener("notificationclick", function (event) {
   event.notification.close();
-  var url = (event.notification.data && event.notification.data.url) || "/app/";
+  var data = event.notification.data || {};
+  var url = (event.action && data.actions && data.actions[Number(event.action)]) || data.url || "/app/";
   event.waitUntil(self.clients.openWindow(url));
 });
