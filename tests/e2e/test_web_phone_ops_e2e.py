@@ -129,6 +129,23 @@ def test_the_web_phone_answers_confirms_reminds_rings_and_receives_a_document(
             assert download.value.suggested_filename == "notes.txt"
             assert Path(saved).read_text(encoding="utf-8") == "hello from a script\n"
             problems = watch.problems()
+
+            # Offline, then back: what was sent meanwhile is replayed; the assistant is listed and
+            # can be disconnected.
+            page.goto(f"{url}/app/icons/icon-192.png")
+            with httpx.Client(base_url=url, timeout=10) as http:
+                away = {"title": "While away", "message": "kept for you"}
+                assert http.post("/v1/send", json=away, headers=auth).status_code == 200
+            page.goto(f"{url}/app/")
+            page.locator("#inbox li", has_text="While away: kept for you").wait_for()
+            assert page.locator("#questions li").count() == 0  # nothing already seen comes again
+            disconnect = page.get_by_role("button", name="Disconnect relaybox tests")
+            while (listed := disconnect.count()) > 0:  # one grant per consent the assistant asked for
+                disconnect.first.click()
+                page.wait_for_function(
+                    "n => document.querySelectorAll('#grant-list button').length < n", arg=listed
+                )
+            page.locator("#grant-list li", has_text="No assistant is connected.").wait_for()
         finally:
             context.close()
     assert problems == [], problems
