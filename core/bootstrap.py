@@ -37,9 +37,7 @@ def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
         migrate.upgrade(engine)  # before the deadline: a migration may rightly take longer
     if not is_sqlite(settings.effective_database_url):
         bound_connections(engine, settings.database_timeout_s)
-    webpush = _webpush(settings)
-    push = PushRouter(fcm=_fcm(settings), webpush=webpush)
-    push.web_push_key = webpush.application_server_key if webpush is not None else None
+    push = _push(settings)
     keys = load_server_keys(settings)
     limiter = _limiter(settings)
     core = Core(
@@ -82,6 +80,15 @@ def _fanout(settings: Settings, limiter: RateLimiter) -> Fanout:
     # One Redis, one breaker: once the limiter has seen it down, the fan-out fails fast too.
     breaker = limiter.breaker if isinstance(limiter, RedisRateLimiter) else None
     return RedisFanout(settings.redis_url, namespace=settings.redis_namespace, breaker=breaker)
+
+
+def _push(settings: Settings) -> PushRouter:
+    """The configured push senders, FCM first: a device registered with both is pushed over FCM."""
+    webpush = _webpush(settings)  # first: a bad VAPID key then fails before an FCM app exists
+    fcm = _fcm(settings)
+    senders: list[PushSender] = [sender for sender in (fcm, webpush) if sender is not None]
+    web_push_key = webpush.application_server_key if webpush is not None else None
+    return PushRouter(senders, web_push_key=web_push_key)
 
 
 def _fcm(settings: Settings) -> PushSender | None:

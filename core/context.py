@@ -376,7 +376,7 @@ class Core:
             self.limiter,
             self.push.can_reach,
             self.objects,
-            web_push_enabled=self.push.webpush is not None,
+            web_push_enabled=self.push.web_push_enabled,
             read_connection=read_connection,
             opened_session=session,
         )

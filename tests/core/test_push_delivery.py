@@ -155,9 +155,9 @@ def test_a_web_app_gets_token_updates_woken_by_web_push(
 ) -> None:
     phone = register_phone(http)
     web_app = pair_computer(http, phone, surface_kind="pwa", name="browser")
-    sender = push_core.push.webpush
-    assert sender is not None
-    subscriber = push_service.subscribe(application_server_key=sender.application_server_key)  # type: ignore[attr-defined]
+    key = push_core.push.web_push_key
+    assert key is not None
+    subscriber = push_service.subscribe(application_server_key=key)
     subscription = subscriber.subscription
     web_push = {"endpoint": subscription.endpoint, "p256dh": subscription.p256dh, "auth": subscription.auth}
     assert (

@@ -1,8 +1,11 @@
 """The push Protocol: one way to wake or hand a message to one device.
 
-Three implementations sit beside this file: FCM (Android), web push (web apps) and the device's
-own open ``/v1/sync`` stream. The dispatcher picks one per device; an implementation only
-transports a ready ``PushMessage`` and reports how it went.
+The senders sit beside this file: FCM (Android, ``fcm.py``), web push (web apps, ``webpush.py``)
+and ``MemoryPushSender`` (in-process, for tests, ``memory.py``). Each says which devices it
+serves, by what they registered; the router (``router.py``) hands a device's push to the first
+configured sender that serves it. A sender only transports a ready ``PushMessage`` and reports
+how it went. A device no sender serves gets its pushes over its own ``/v1/sync`` stream instead,
+which is not a sender: delivery appends them to the device's queue.
 """
 
 from __future__ import annotations
@@ -11,6 +14,10 @@ import enum
 import json
 from dataclasses import dataclass, field
 from typing import Protocol
+
+# The senders' names: each is also what ``GET /v1/devices/me`` calls the route (``push``).
+FCM = "fcm"
+WEB_PUSH = "web_push"
 
 # The spec's limit on a push message's encoded data.
 PUSH_DATA_LIMIT = 4096
@@ -47,6 +54,15 @@ class PushTarget:
         """The most encoded data a push to this device may carry."""
         return PUSH_DATA_LIMIT if self.fcm_token or self.web_push is None else WEB_PUSH_DATA_LIMIT
 
+    def registered_with(self, service: str) -> bool:
+        """Whether the device registered with the push service named ``service`` (``FCM`` or
+        ``WEB_PUSH``); ``False`` for a name it has no registration field for."""
+        if service == FCM:
+            return bool(self.fcm_token)
+        if service == WEB_PUSH:
+            return self.web_push is not None
+        return False
+
 
 @dataclass(frozen=True, slots=True)
 class PushMessage:
@@ -70,7 +86,18 @@ class PushMessage:
 
 
 class PushSender(Protocol):
-    """Transports one message to one device and says how it went. Never raises for delivery failures."""
+    """Transports one message to one device and says how it went. Never raises for delivery failures.
+
+    ``name`` is unique among a router's senders. ``serves`` says whether the device registered
+    for this sender; ``send`` to a device it does not serve is ``NO_ROUTE``, and nothing is sent.
+    ``aclose`` may be called more than once; once closed, a sender answers ``FAILED`` to the
+    devices it serves.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def serves(self, target: PushTarget) -> bool: ...
 
     async def send(self, target: PushTarget, message: PushMessage) -> PushOutcome: ...
 

@@ -22,7 +22,7 @@ import google.auth.transport.requests
 import requests
 from firebase_admin import credentials, exceptions, messaging
 
-from core.adapters.push.base import PUSH_DATA_LIMIT, PushMessage, PushOutcome, PushTarget
+from core.adapters.push.base import FCM, PUSH_DATA_LIMIT, PushMessage, PushOutcome, PushTarget
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,8 @@ class FcmPush:
     the full send URL, where ``{0}`` stands for the project id. ``timeout_s`` bounds each HTTP
     request and the token refresh.
     """
+
+    name = FCM
 
     def __init__(
         self,
@@ -68,9 +70,13 @@ class FcmPush:
         self._refresh_lock = anyio.Lock()
         self._closed = False
 
+    def serves(self, target: PushTarget) -> bool:
+        """Devices with an FCM registration (a token or an fid)."""
+        return target.registered_with(self.name)
+
     async def send(self, target: PushTarget, message: PushMessage) -> PushOutcome:
         """Send ``message`` as an FCM data message; never raises for delivery failures."""
-        if target.fcm_token is None:
+        if not self.serves(target) or target.fcm_token is None:
             return PushOutcome.NO_ROUTE
         size = message.encoded_size()
         if size > PUSH_DATA_LIMIT:

@@ -1,12 +1,12 @@
-"""Chooses the push transport for a device: FCM, web push, or nothing here (the stream path is
-taken in the transaction, by appending to the device's queue)."""
+"""Chooses the push sender for a device: the first configured one that serves it, or none here
+(the stream path is taken in the transaction, by appending to the device's queue)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
-from core.adapters.push.base import PushMessage, PushOutcome, PushSender, PushTarget
+from core.adapters.push.base import WEB_PUSH, PushMessage, PushOutcome, PushSender, PushTarget
 
 log = logging.getLogger("relaybox.push")
 
@@ -14,12 +14,29 @@ UnregisteredHook = Callable[[str], Awaitable[None]]
 
 
 class PushRouter:
-    def __init__(self, *, fcm: PushSender | None = None, webpush: PushSender | None = None) -> None:
-        self.fcm = fcm
-        self.webpush = webpush
-        self.web_push_key: str | None = None  # the VAPID public key browsers subscribe with, when on
+    """The configured senders, in order of preference: a device registered with more than one
+    push service is pushed through the earliest in the list (FCM before web push).
+
+    ``web_push_key`` is the VAPID public key browsers subscribe with, when web push is on.
+    """
+
+    def __init__(self, senders: Sequence[PushSender] = (), *, web_push_key: str | None = None) -> None:
+        names = [sender.name for sender in senders]
+        if len(set(names)) != len(names):
+            raise ValueError(f"push senders need distinct names, got {names}")
+        self.senders = tuple(senders)
+        self.web_push_key = web_push_key
         self.on_unregistered: UnregisteredHook | None = None
         self.outcomes: dict[str, int] = {outcome.value: 0 for outcome in PushOutcome}
+
+    def sender(self, name: str) -> PushSender | None:
+        """The configured sender called ``name``, if any."""
+        return next((sender for sender in self.senders if sender.name == name), None)
+
+    @property
+    def web_push_enabled(self) -> bool:
+        """Whether web-push subscriptions are used (read from the database) on this server."""
+        return self.sender(WEB_PUSH) is not None
 
     def can_reach(self, target: PushTarget) -> bool:
         """Whether a real push service (not the stream) serves this device."""
@@ -36,13 +53,8 @@ class PushRouter:
         return outcome
 
     def _sender_for(self, target: PushTarget) -> PushSender | None:
-        if target.fcm_token and self.fcm is not None:
-            return self.fcm
-        if target.web_push is not None and self.webpush is not None:
-            return self.webpush
-        return None
+        return next((sender for sender in self.senders if sender.serves(target)), None)
 
     async def aclose(self) -> None:
-        for sender in (self.fcm, self.webpush):
-            if sender is not None:
-                await sender.aclose()
+        for sender in self.senders:
+            await sender.aclose()

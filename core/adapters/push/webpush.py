@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from py_vapid import Vapid, VapidException
 from pywebpush import WebPushException, webpush_async
 
-from core.adapters.push.base import WEB_PUSH_DATA_LIMIT, PushMessage, PushOutcome, PushTarget
+from core.adapters.push.base import WEB_PUSH, WEB_PUSH_DATA_LIMIT, PushMessage, PushOutcome, PushTarget
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,8 @@ class WebPushSender:
     raw 32-byte scalar or of the DER encoding. ``vapid_subject`` is a ``mailto:`` or ``https:``
     URL where the push service can reach the operator. ``timeout_s`` bounds each push.
     """
+
+    name = WEB_PUSH
 
     def __init__(self, vapid_private_key: str, vapid_subject: str, *, timeout_s: float = 10.0) -> None:
         self._vapid = _load_vapid_key(vapid_private_key)
@@ -51,10 +53,14 @@ class WebPushSender:
         point = self._vapid.public_key.public_bytes(Encoding.X962, PublicFormat.UncompressedPoint)
         return base64.urlsafe_b64encode(point).rstrip(b"=").decode()
 
+    def serves(self, target: PushTarget) -> bool:
+        """Devices with a web-push subscription."""
+        return target.registered_with(self.name)
+
     async def send(self, target: PushTarget, message: PushMessage) -> PushOutcome:
         """Send ``message`` to the device's subscription; never raises for delivery failures."""
         subscription = target.web_push
-        if subscription is None:
+        if not self.serves(target) or subscription is None:
             return PushOutcome.NO_ROUTE
         if self._closed:
             logger.warning("webpush: sender is closed; message for device %s not sent", target.device_id)
