@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, Page
 
 from tests.e2e.conftest import RelayboxServer
 from tests.e2e.web_phone import (
@@ -30,6 +30,15 @@ from tests.reliability.instances import free_port
 pytestmark = pytest.mark.e2e
 
 LEAD_S = 3
+TAP_ANSWER = """([id, index]) => import('/app/store.js')
+  .then(() => import('/app/answer.js')).then(() => relayboxAnswer(id, index))"""
+
+
+def actions_of(page: Page, title: str) -> list[str]:
+    """The action buttons' titles of the worker's notification titled ``title``."""
+    script = f"t => {NOTIFICATIONS}.then(ns => ns.filter(n => n.title === t)[0].actions.map(a => a.title))"
+    titles: list[str] = page.evaluate(script, title)
+    return titles
 
 
 def test_a_closed_web_phone_shows_reminders_questions_and_rings(tmp_path: Path, browser: Browser) -> None:
@@ -82,10 +91,21 @@ def test_a_closed_web_phone_shows_reminders_questions_and_rings(tmp_path: Path, 
             shown_by_worker(message, "Reminder", "Stretch")
 
             question = {"question": "Deploy now?", "choices": ["Ship it", "Wait"]}
-            assert http.post("/v1/interactions", json=question, headers=auth).status_code == 201
+            posed = http.post("/v1/interactions", json=question, headers=auth)
+            assert posed.status_code == 201, posed.text
             asked = eventually(page, lambda: push_service.received[1:])[0].json()
             assert asked["type"] == "interaction_request" and "Deploy" not in json.dumps(asked)
             shown_by_worker(asked, "Question", "Deploy now? (Ship it / Wait)")
+            question_actions = (
+                f"{NOTIFICATIONS}.then(ns => ns.filter(n => n.title === 'Question')[0].actions)"
+            )
+            assert [action["title"] for action in page.evaluate(question_actions)] == ["Ship it", "Wait"]
+            # What its "Wait" button runs in the worker (headless Chromium cannot tap a notification):
+            interaction_id = posed.json()["id"]
+            tapped = page.evaluate(TAP_ANSWER, [interaction_id, 1])
+            assert tapped["status"] == 200, tapped
+            state = http.get(f"/v1/interactions/{interaction_id}", headers=auth).json()
+            assert state["status"] == "answered" and state["choice_index"] == 1, state
 
             assert http.post(f"/v1/devices/{phone_id}/ring", headers=auth).status_code == 202
             rung = eventually(page, lambda: push_service.received[2:])[0].json()

@@ -11,6 +11,7 @@ importScripts(
   "/static/relaybox-wire-codec.js",
   "/static/relaybox-wire-nacl.js",
   "/app/store.js",
+  "/app/answer.js",
 );
 
 var wire = self.relayboxWire;
@@ -58,7 +59,10 @@ function ringing(message) {
   };
 }
 
-/** A question: tapping it opens the app, where its answers are buttons. */
+/**
+ * A question: its first two choices are action buttons (what browsers show) that answer it here;
+ * tapping the notification itself opens the app, where every choice is a button.
+ */
 function asked(question) {
   return {
     title: "Question",
@@ -66,9 +70,20 @@ function asked(question) {
       body: question.question + " (" + question.choices.join(" / ") + ")",
       tag: question.id,
       requireInteraction: true,
-      data: { url: "/app/" },
+      actions: question.choices.slice(0, 2).map(function (choice, index) {
+        return { action: String(index), title: choice };
+      }),
+      data: { url: "/app/", question: question.id, choices: question.choices },
     },
   };
+}
+
+/** After an answer button: say how it went (the first tap on any device wins). */
+function answered(data, index, outcome) {
+  var body = outcome.status === 200
+    ? "Answered: " + data.choices[index]
+    : "Already answered or expired.";
+  return self.registration.showNotification("Question", { body: body, tag: data.question });
 }
 
 /** A reminder the server pushed at its time (core/services/wake_ups.py). */
@@ -116,10 +131,17 @@ self.addEventListener("push", function (event) {
   );
 });
 
-/** A tap opens the notification's click URL, or the URL of the action button tapped. */
+/** A tap opens the notification's click URL or its action's URL, or answers a question. */
 self.addEventListener("notificationclick", function (event) {
   event.notification.close();
   var data = event.notification.data || {};
+  if (data.question && event.action) {
+    var index = Number(event.action);
+    event.waitUntil(self.relayboxAnswer(data.question, index).then(function (outcome) {
+      return answered(data, index, outcome);
+    }));
+    return;
+  }
   var url = (event.action && data.actions && data.actions[Number(event.action)]) || data.url || "/app/";
   event.waitUntil(self.clients.openWindow(url));
 });
