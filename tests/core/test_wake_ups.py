@@ -47,6 +47,10 @@ def web_phone(http: TestClient, core: Core, push_service: FakeWebPushService) ->
     return phone
 
 
+def sender_auth(http: TestClient, phone: FakeDevice) -> dict[str, str]:
+    return {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
+
+
 def remind(http: TestClient, auth: dict[str, str], at: int) -> dict[str, object]:
     answer = http.post("/v1/reminders", json={"message": "Stretch", "at": at}, headers=auth)
     assert answer.status_code == 201, answer.text
@@ -64,9 +68,8 @@ def test_a_web_phones_reminder_is_pushed_at_its_time_and_only_then(
 ) -> None:
     with TestClient(create_app(core=web_core)) as http:
         phone = web_phone(http, web_core, push_service)
-        auth = {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
         at = int(clock.now()) + LEAD_S
-        set_up = remind(http, auth, at)
+        set_up = remind(http, sender_auth(http, phone), at)
         assert not set_up.get("warnings"), set_up
         assert push_service.received == [] and deliver_due(http, web_core) == 0
         clock.advance(LEAD_S)
@@ -85,7 +88,7 @@ def test_a_cancelled_reminder_is_never_pushed(
 ) -> None:
     with TestClient(create_app(core=web_core)) as http:
         phone = web_phone(http, web_core, push_service)
-        auth = {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
+        auth = sender_auth(http, phone)
         at = int(clock.now()) + LEAD_S
         reminder_id = remind(http, auth, at)["reminder_id"]
         assert http.delete(f"/v1/reminders/{reminder_id}", headers=auth).status_code == 202
@@ -97,7 +100,7 @@ def test_a_cancelled_reminder_is_never_pushed(
 def test_an_app_phone_keeps_no_wake_up(web_core: Core, clock: ManualClock) -> None:
     with TestClient(create_app(core=web_core)) as http:
         phone = register_phone(http, app_build=1)
-        auth = {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
+        auth = sender_auth(http, phone)
         remind(http, auth, int(clock.now()) + LEAD_S)
     with Session(web_core.engine) as session:
         assert session.exec(select(ScheduledWakeUp)).all() == []

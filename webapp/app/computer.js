@@ -2,6 +2,7 @@
 // confirms (both then show the same safety number), and receives what the phone sends it (texts,
 // token changes) while the page is open.
 import { call } from "/app/api.js";
+import { identityFrom } from "/app/identity.js";
 import "/app/store.js";
 import { formatSafetyNumber, fromBase64, generateKeyPair, safetyNumber, toBase64 } from "/static/relaybox-wire.js";
 
@@ -13,17 +14,8 @@ export async function startPairing(name) {
   const keys = generateKeyPair();
   const body = { public_key: toBase64(keys.publicKey), surface_kind: "pwa", device_type: "web", name };
   const started = await call("POST", "/v1/pair/init", { body });
-  const identity = {
-    role: "pairing",
-    name,
-    deviceId: started.device_id,
-    token: started.device_token,
-    secretKey: keys.secretKey,
-    publicKey: keys.publicKey,
-    serverPublicKey: fromBase64(started.server_public_key),
-    peers: {},
-    lastSeq: 0,
-  };
+  const identity = identityFrom("pairing", name, keys, started);
+
   await store.save(identity);
   return { identity, code: started.code, expiresAt: started.expires_at };
 }

@@ -3,6 +3,7 @@
 // confirms AI-assistant consent codes, manages sender tokens and connector grants, and opens what
 // the server and its computers send it.
 import { call } from "/app/api.js";
+import { identityFrom } from "/app/identity.js";
 import "/app/store.js";
 import {
   fromBase64,
@@ -23,18 +24,8 @@ export async function registerPhone(name) {
   const keys = generateKeyPair();
   const body = { public_key: toBase64(keys.publicKey), name, device_type: "web", app_build: WEB_APP_BUILD };
   const registered = await call("POST", "/v1/devices", { body });
-  const identity = {
-    role: "phone",
-    name,
-    deviceId: registered.device_id,
-    token: registered.device_token,
-    secretKey: keys.secretKey,
-    publicKey: keys.publicKey,
-    serverPublicKey: fromBase64(registered.server_public_key),
-    peers: {},
-    lastSeq: 0,
-    appBuild: WEB_APP_BUILD,
-  };
+  const identity = { ...identityFrom("phone", name, keys, registered), appBuild: WEB_APP_BUILD };
+
   await store.save(identity);
   return identity;
 }
