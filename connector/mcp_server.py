@@ -43,7 +43,7 @@ UNOFFERED_METHODS = (
 
 class RelayboxMCP(MCPServer):
     """``MCPServer`` with tools only, and tool-call failures of its own making put in relaybox's
-    ``code: message`` form (a core error already is: ``connector.tools.core_tool``)."""
+    ``code: message`` form (a core error already is: ``connector.tools.bind``)."""
 
     def __init__(self) -> None:
         super().__init__("relaybox", version="1.1.0", instructions=INSTRUCTIONS)

@@ -69,7 +69,8 @@ async def pull_document(call: Call) -> BaseModel:
 
 
 def wait_seconds(raw: str | None) -> int:
-    """``wait`` defaults to 20; whole seconds, clamped to 0-45 by the operation."""
+    """``wait`` defaults to ``WAIT_DEFAULT_S``; whole seconds, clamped to 0-``WAIT_MAX_S`` by the
+    operation."""
     if raw is None or raw == "":
         return interactions.WAIT_DEFAULT_S
     text = raw.strip()
@@ -82,8 +83,13 @@ WAIT = {
     "name": "wait",
     "in": "query",
     "required": False,
-    "schema": {"type": "integer", "default": 20, "minimum": -99_999_999_999, "maximum": 99_999_999_999},
-    "description": "seconds to wait for an answer, clamped to 0-45",
+    "schema": {
+        "type": "integer",
+        "default": interactions.WAIT_DEFAULT_S,
+        "minimum": -99_999_999_999,
+        "maximum": 99_999_999_999,
+    },
+    "description": f"seconds to wait for an answer, clamped to 0-{interactions.WAIT_MAX_S}",
 }
 
 
@@ -130,7 +136,7 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             "GET",
             "/v1/interactions/{interaction_id}",
             get_interaction,
-            "Poll a question, waiting up to `wait` seconds (0-45) for the answer",
+            f"Poll a question, waiting up to `wait` seconds (0-{interactions.WAIT_MAX_S}) for the answer",
             auth=CALLERS,
             response=interactions.InteractionOut,
             errors=("not_found", "invalid_wait"),

@@ -30,6 +30,8 @@ from core.services.limits import Limited, charge_send_class
 from core.store.tables import Account, Interaction
 
 MAX_PENDING = 10
+# Waiting for the answer: what the REST long poll's ``wait`` and check_reply's ``wait_seconds``
+# default to, and the most any wait lasts (poll_interaction clamps to it; the tools' schemas stop there).
 WAIT_DEFAULT_S = 20
 WAIT_MAX_S = 45
 
@@ -135,7 +137,7 @@ def get_interaction(tx: Tx, principal: Principal, *, interaction_id: str) -> Int
 async def poll_interaction(
     core: Core, principal: Principal, *, interaction_id: str, wait: int
 ) -> InteractionOut:
-    """The interaction's state, waiting up to ``wait`` seconds (clamped to 0-45) for the answer.
+    """The interaction's state, waiting up to ``wait`` seconds (clamped to 0-``WAIT_MAX_S``) for the answer.
 
     Woken by the answer's fan-out event, which may come from another replica; no transaction is
     held and the database is not polled while waiting.

@@ -4,6 +4,8 @@ results, and core errors as isError results that start with the stable code."""
 from __future__ import annotations
 
 import base64
+import dataclasses
+import inspect
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,12 +15,17 @@ import httpx
 import pytest
 from mcp import Client
 
+from connector import outputs
 from connector.app import create_app
 from connector.mcp_server import build_mcp
+from connector.tool_set import TOOLS
+from connector.tools import TOOL_SCOPES, bind
 from core.context import Core
 from core.domain.envelope import open_envelope
 from core.domain.keys import generate_keypair
+from core.errors import RelayError
 from core.principal import CONNECTOR_SCOPES, Principal
+from core.services import interactions
 from tests.helpers import FakeDevice, b64
 
 pytestmark = pytest.mark.anyio
@@ -89,6 +96,35 @@ async def test_tools_list_is_the_eight_tools_with_schemas_in_a_stable_order(mcp_
     assert by_name["send_notification"].annotations.idempotent_hint is False  # type: ignore[union-attr]
     assert by_name["remind_me"].input_schema["required"] == ["message", "at"]
     assert "ctx" not in json.dumps(by_name["request_approval"].input_schema)
+
+
+async def test_the_listing_is_the_declarations_and_the_scopes_derive_from_them(mcp_client: Client) -> None:
+    listed = (await mcp_client.list_tools()).tools
+    assert [tool.name for tool in listed] == [tool.name for tool in TOOLS]
+    for declared, tool in zip(TOOLS, listed, strict=True):
+        assert tool.title == declared.title, tool.name
+        assert tool.description == inspect.cleandoc(declared.operation.__doc__ or ""), tool.name
+        assert tool.annotations == declared.annotations, tool.name
+        assert tool.output_schema == declared.output.model_json_schema(), tool.name
+        assert "call" not in tool.input_schema["properties"], tool.name
+    assert {tool.name: tool.scope for tool in TOOLS} == TOOL_SCOPES
+    assert set(TOOL_SCOPES.values()) <= set(CONNECTOR_SCOPES)
+    # The waits stop where the core's long poll does, and check_reply's default is the REST one.
+    by_name = {
+        tool.name: tool.input_schema["properties"]["wait_seconds"]
+        for tool in listed
+        if tool.name in {"check_reply", "request_approval"}
+    }
+    assert {schema["maximum"] for schema in by_name.values()} == {interactions.WAIT_MAX_S}
+    assert by_name["check_reply"]["default"] == interactions.WAIT_DEFAULT_S
+
+
+async def test_a_declaration_whose_output_is_not_what_its_function_returns_is_refused(
+    core: Core, grant: Principal
+) -> None:
+    wrong = dataclasses.replace(TOOLS[0], output=outputs.Reply)
+    with pytest.raises(TypeError, match=r"^send_notification returns"):
+        bind(wrong, core, lambda: grant)
 
 
 async def test_send_notification_encrypts_to_the_phone(
@@ -235,3 +271,21 @@ async def test_a_grant_without_the_scope_gets_insufficient_scope_from_the_tool(
     async with Client(build_mcp(core, lambda: narrow)) as session:
         result = await session.call_tool("find_my_phone", {})
     assert result.is_error is True and text_of(result).startswith("insufficient_scope: ")
+
+
+async def test_the_grant_is_read_inside_the_call_so_its_failure_is_a_tool_error(
+    core: Core, client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_token() -> Principal:
+        raise RelayError("invalid_token")
+
+    def broken() -> Principal:
+        raise RuntimeError("secret detail")
+
+    async with Client(build_mcp(core, no_token)) as session:
+        refused = await session.call_tool("list_devices", {})
+    assert refused.is_error is True and text_of(refused).startswith("invalid_token: ")
+    async with Client(build_mcp(core, broken)) as session:
+        crashed = await session.call_tool("find_my_phone", {})
+    assert text_of(crashed) == "internal_error: Something went wrong on our side."
+    assert "connector tool find_my_phone failed unexpectedly" in caplog.text

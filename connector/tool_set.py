@@ -1,0 +1,258 @@
+"""The eight connector tools, declared: each a module-level function and a ``Tool`` record of its
+name, the scope it needs, the function, its output and how it presents itself; ``TOOLS`` lists them
+in the order clients see. A function is a thin call of the core operation its REST twin uses, with
+the connector grant as principal; its docstring is the description the model reads, and its
+parameters after ``call`` are the tool's arguments (``connector.tools`` registers them)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from connector import outputs
+from core.context import Core
+from core.principal import (
+    SCOPE_APPROVALS_WRITE,
+    SCOPE_DEVICES_READ,
+    SCOPE_FILES_SEND,
+    SCOPE_NOTIFICATIONS_SEND,
+    SCOPE_PHONE_CONTROL,
+    SCOPE_REMINDERS_WRITE,
+    Principal,
+)
+from core.services import device_list, documents, interactions, reminders, ring, send
+
+PROGRESS_STEP_S = 5  # request_approval reports progress between waits of at most this long
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call of a tool: the core it runs on and the verified connector grant making it."""
+
+    core: Core
+    principal: Principal
+
+    @property
+    def ip(self) -> str:
+        # Per-IP layers key on the grant: every assistant platform calls from a few shared addresses.
+        return f"grant:{self.principal.grant_id}"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool as clients see it: ``operation`` runs it (``ToolCall`` first, then the arguments) and
+    returns an ``output``; the auth gate asks for ``scope`` before the call reaches it."""
+
+    name: str
+    scope: str
+    operation: Callable[..., Awaitable[BaseModel]]
+    output: type[BaseModel]
+    title: str
+    annotations: ToolAnnotations
+
+
+CHANGES = ToolAnnotations(read_only_hint=False, idempotent_hint=False)
+REPEATABLE = ToolAnnotations(read_only_hint=False, idempotent_hint=True)
+READS = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
+
+
+async def send_notification(
+    call: ToolCall,
+    message: Annotated[str, Field(description="The text; at most 1500 bytes")],
+    title: Annotated[str | None, Field(description="Short title; at most 100 bytes")] = None,
+    priority: Annotated[str | None, Field(description="min, low, default, high or urgent")] = None,
+    tags: Annotated[list[str] | None, Field(description="Up to 5 short tags")] = None,
+    url: Annotated[str | None, Field(description="An http(s) link to open")] = None,
+    device: Annotated[str | None, Field(description="all (default), phone, desktop, or device names")] = None,
+    ttl: Annotated[int | None, Field(description="Seconds to keep it for devices that are offline")] = None,
+) -> outputs.NotificationSent:
+    """Push a notification to the user's phone (and their other devices).
+
+    Use it only when the user asked to be notified or a long task they are waiting on finished;
+    not for ordinary replies in the conversation. The text is encrypted to each device; the
+    result lists the devices it went to and any fields that were trimmed. When ``device``
+    names no device at all, nothing is sent and the call fails with ``no_matching_device``.
+    """
+    fields = {
+        "message": message,
+        "title": title,
+        "priority": priority,
+        "tags": tags,
+        "url": url,
+        "device": device,
+        "ttl": ttl,
+    }
+    sent = await call.core.run(send.send_notification, call.principal, fields=fields, ip=call.ip)
+    return outputs.NotificationSent(
+        id=sent.id,
+        delivered_to=[outputs.Delivered(device_id=d.device_id, type=d.type) for d in sent.delivered_to],
+        warnings=sent.warnings,
+    )
+
+
+async def list_devices(call: ToolCall) -> outputs.DeviceListing:
+    """List the user's paired devices (phone first), whether each can be reached now, and the
+    phone's battery and charging state when it reported them."""
+    listing = await call.core.run(device_list.list_devices, call.principal)
+    return outputs.DeviceListing.model_validate(listing, from_attributes=True)
+
+
+async def remind_me(
+    call: ToolCall,
+    message: Annotated[str, Field(min_length=1, max_length=500, description="What to remind the user of")],
+    at: Annotated[
+        int | str,
+        Field(
+            description="When, 60 s to 365 days from now: Unix epoch seconds, or an ISO 8601 "
+            "date-time with the user's UTC offset, e.g. 2026-12-24T18:00:00+01:00"
+        ),
+    ],
+) -> outputs.ReminderSet:
+    """Set a reminder that the phone fires by itself at ``at``.
+
+    The server keeps only the encrypted setup, queued until the phone has it. If ``warnings``
+    is not empty, delivery is uncertain (the phone is offline, say): tell the user. Keep the
+    returned reminder_id if the user may want to cancel it.
+    """
+    body = reminders.ReminderCreate(message=message, at=at)
+    out = await call.core.run(reminders.create_reminder, call.principal, body=body, ip=call.ip)
+    return outputs.ReminderSet(reminder_id=out.reminder_id, fire_at=out.fire_at, warnings=out.warnings or [])
+
+
+async def cancel_reminder(
+    call: ToolCall,
+    reminder_id: Annotated[str, Field(description="The rmd_… id remind_me returned")],
+) -> outputs.CancelRequested:
+    """Ask the phone to cancel a reminder. Always answers cancel_requested for a well-formed id:
+    the server cannot read the reminders it queued, so it cannot confirm one existed. If
+    ``warnings`` is not empty, the phone may not get the cancel in time: tell the user."""
+    out = await call.core.run(reminders.cancel_reminder, call.principal, reminder_id=reminder_id, ip=call.ip)
+    return outputs.CancelRequested(warnings=out.warnings or [])
+
+
+async def request_approval(
+    call: ToolCall,
+    question: Annotated[str, Field(min_length=1, max_length=1000, description="Shown on the phone")],
+    ctx: Context,
+    choices: Annotated[list[str] | None, Field(description="2-4 button labels (max 48 chars each)")] = None,
+    expires_in_seconds: Annotated[int, Field(ge=60, le=86_400)] = 600,
+    idempotency_key: Annotated[str | None, Field(description="Reuse to avoid a second prompt")] = None,
+    wait_seconds: Annotated[int, Field(ge=0, le=interactions.WAIT_MAX_S, description="Wait for the tap")] = 0,
+) -> outputs.ApprovalRequested:
+    """Ask the user a question on their phone with 2-4 buttons (default Approve / Deny).
+
+    Returns at once with a request_id (call check_reply with it), or, with wait_seconds, waits
+    for the answer up to that long while reporting progress. Asking the same thing again while
+    it is open returns the same request (created = false) and does not prompt twice.
+    """
+    body = interactions.InteractionCreate(
+        question=question,
+        choices=choices or ["Approve", "Deny"],
+        expires_in_seconds=expires_in_seconds,
+        idempotency_key=idempotency_key,
+    )
+    out = await call.core.run(interactions.create_interaction, call.principal, body=body, ip=call.ip)
+    # The core's long poll waits, in steps short enough to report progress between them.
+    waited = 0
+    while out.status == "pending" and waited < wait_seconds:
+        step = min(PROGRESS_STEP_S, wait_seconds - waited)
+        await ctx.report_progress(waited, total=wait_seconds, message="waiting for the tap on the phone")
+        polled = await call.core.run(
+            interactions.poll_interaction, call.principal, interaction_id=out.id, wait=step
+        )
+        out = polled.model_copy(update={"created": out.created})
+        waited += step
+    return outputs.ApprovalRequested(
+        request_id=out.id,
+        status=out.status,
+        created=out.created,
+        expires_at=out.expires_at,
+        choice_index=out.choice_index,
+        answered_at=out.answered_at,
+    )
+
+
+async def check_reply(
+    call: ToolCall,
+    request_id: Annotated[str, Field(description="The request_id request_approval returned")],
+    wait_seconds: Annotated[
+        int, Field(ge=0, le=interactions.WAIT_MAX_S, description="Hold up to this long for the tap")
+    ] = interactions.WAIT_DEFAULT_S,
+) -> outputs.Reply:
+    """Get the answer to a request_approval question. Returns the moment the phone answers;
+    while status is pending, call it again. choice_index is an index into your own choices
+    (the server never stored them)."""
+    out = await call.core.run(
+        interactions.poll_interaction, call.principal, interaction_id=request_id, wait=wait_seconds
+    )
+    return outputs.Reply(
+        status=out.status,
+        expires_at=out.expires_at,
+        choice_index=out.choice_index,
+        answered_at=out.answered_at,
+    )
+
+
+async def find_my_phone(call: ToolCall) -> outputs.RingRequested:
+    """Ring the user's phone at full volume for up to 60 seconds, even when it is on silent.
+    Fire-and-forget: delivery is never confirmed; warnings say what is uncertain."""
+    out = await call.core.run(ring.find_my_phone, call.principal, ip=call.ip)
+    return outputs.RingRequested(warnings=out.warnings or [])
+
+
+async def send_file(
+    call: ToolCall,
+    filename: Annotated[str, Field(description="e.g. notes.md; plain-text and code extensions only")],
+    content: Annotated[str, Field(description="UTF-8 text, at most 131072 bytes")],
+) -> outputs.FileSent:
+    """Put a text file into the phone's Downloads folder. Text only. The content passes through
+    the server in memory and is encrypted to the phone's key before it is parked (up to an hour)
+    for the phone to fetch."""
+    body = documents.DocumentCreate(filename=filename, content=content)
+    out = await call.core.run(documents.send_document, call.principal, body=body, ip=call.ip)
+    return outputs.FileSent(document_id=out.document_id, byte_length=out.byte_length)
+
+
+TOOLS = [
+    Tool(
+        "send_notification",
+        SCOPE_NOTIFICATIONS_SEND,
+        send_notification,
+        outputs.NotificationSent,
+        "Send a notification",
+        CHANGES,
+    ),
+    Tool("list_devices", SCOPE_DEVICES_READ, list_devices, outputs.DeviceListing, "List devices", READS),
+    Tool("remind_me", SCOPE_REMINDERS_WRITE, remind_me, outputs.ReminderSet, "Remind me", CHANGES),
+    Tool(
+        "cancel_reminder",
+        SCOPE_REMINDERS_WRITE,
+        cancel_reminder,
+        outputs.CancelRequested,
+        "Cancel a reminder",
+        REPEATABLE,
+    ),
+    Tool(
+        "request_approval",
+        SCOPE_APPROVALS_WRITE,
+        request_approval,
+        outputs.ApprovalRequested,
+        "Ask for approval",
+        REPEATABLE,
+    ),
+    Tool("check_reply", SCOPE_APPROVALS_WRITE, check_reply, outputs.Reply, "Check the reply", READS),
+    Tool(
+        "find_my_phone",
+        SCOPE_PHONE_CONTROL,
+        find_my_phone,
+        outputs.RingRequested,
+        "Find my phone",
+        REPEATABLE,
+    ),
+    Tool("send_file", SCOPE_FILES_SEND, send_file, outputs.FileSent, "Send a file", CHANGES),
+]
