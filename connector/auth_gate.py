@@ -5,6 +5,9 @@ answered 403 with the scope to step up to — before the call reaches the tool (
 One pure ASGI layer does what the SDK's bearer backend and auth context middleware would, in the
 same terms (``scope["user"]`` is the SDK's ``AuthenticatedUser``, ``get_access_token()`` works in
 the tools), without building a Starlette request per call: /mcp is the hot path of the connector.
+Every call asks ``verify`` (the core's verified-credential cache, then the store); the gate keeps
+no verification of its own, and what it makes of one (the SDK's user, the audience check) is kept
+with that verification (``Verified.made``), made once while the cache keeps it.
 Header values are stripped of surrounding spaces and tabs on the way (RFC 9110 §5.5): uvicorn's
 httptools parser keeps trailing whitespace, and the SDK compares ``Mcp-Name`` with the body as is.
 The body is read (at most 4 MiB) only when the grant lacks some tool's scope: a grant holding them
@@ -24,12 +27,13 @@ from typing import Any
 
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.provider import AccessToken
 from pydantic import AnyHttpUrl, ValidationError
 from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from connector.tools import TOOL_SCOPES
+from connector.verifier import Verified, VerifyAccessToken, grant_access_token
 from core.errors import CATALOGUE
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -38,9 +42,6 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 _TOOL_SCOPES = frozenset(TOOL_SCOPES.values())
 _TOO_LARGE = 'error="invalid_request", error_description="body too large"'
 _MISSING_TOKEN = {"error": "missing_token", "message": CATALOGUE["missing_token"].message}
-
-
-MAX_CALLERS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,18 +66,18 @@ class McpAuthGate:
         self,
         app: ASGIApp,
         *,
-        verifier: TokenVerifier,
+        verify: VerifyAccessToken,
+        issuer: str,
         resource: str,
         resource_metadata_url: str,
         base_scopes: Iterable[str],
     ) -> None:
         self.app = app
-        self.verifier = verifier
+        self.verify = verify
+        self.issuer = issuer
         self.resource = _normalized(resource)
         self.resource_metadata_url = resource_metadata_url
         self.base_scopes = " ".join(base_scopes)
-        self._audiences: dict[str, bool] = {}  # a token's resource → is it this one (a few values)
-        self._callers: dict[str, _Caller] = {}  # by bearer token, as the verifier memoizes them
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -115,30 +116,20 @@ class McpAuthGate:
             auth_context_var.reset(context)
 
     async def _authenticate(self, token: str) -> _Caller | None:
-        """Who presents ``token``, if it is valid and issued for this resource. The verifier
-        answers the same ``AccessToken`` while the token's verification is cached: what was made
-        of it then is reused."""
-        verified = await self.verifier.verify_token(token)
-        if verified is None or not self._for_this_resource(verified):
-            self._callers.pop(token, None)
+        """Who presents ``token``, if it is valid and issued for this resource. ``verify`` answers
+        the same verification while the credential cache keeps it: the caller made of it then,
+        kept with it, is answered again."""
+        verified = await self.verify(token)
+        if verified is None:
             return None
-        caller = self._callers.get(token)
-        if caller is None or caller.token is not verified:
-            caller = _Caller.of(verified)
-            if len(self._callers) >= MAX_CALLERS:
-                self._callers.clear()
-            self._callers[token] = caller
-        return caller
+        return verified.made(self, lambda: self._caller(token, verified))
 
-    def _for_this_resource(self, token: AccessToken) -> bool:
-        """RFC 8707: the token's audience is this server's /mcp (compared as URLs, as the SDK does)."""
-        resource = token.resource or ""
-        known = self._audiences.get(resource)
-        if known is None:
-            known = _normalized(resource) == self.resource
-            if len(self._audiences) < 64:
-                self._audiences[resource] = known
-        return known
+    def _caller(self, token: str, verified: Verified) -> _Caller | None:
+        """The caller presenting a verified ``token``; ``None`` unless its audience is this
+        server's /mcp (RFC 8707; compared as URLs, as the SDK does)."""
+        if _normalized(verified.resource) != self.resource:
+            return None
+        return _Caller.of(grant_access_token(token, verified, self.issuer))
 
     async def _challenge(
         self, send: Send, status: int, params: str, document: dict[str, str] | None = None

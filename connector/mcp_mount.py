@@ -1,5 +1,6 @@
-"""Mounting the MCP server at /mcp behind OAuth: our gate (bearer tokens through our verifier, the
-SDK's auth context, per-tool scopes) around the SDK's Streamable HTTP transport."""
+"""Mounting the MCP server at /mcp behind OAuth: our gate (bearer tokens through the authorization
+server's ``verify_access_token``, the SDK's auth context, per-tool scopes) around the SDK's
+Streamable HTTP transport."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from starlette.types import ASGIApp
 from connector.auth_gate import McpAuthGate
 from connector.cors import CrossOrigin
 from connector.mcp_server import build_mcp
-from connector.verifier import GrantTokenVerifier, VerifyAccessToken
+from connector.verifier import VerifyAccessToken
 from core.context import Core
 from core.principal import CONNECTOR_SCOPES
 from core.settings import Settings
@@ -47,7 +48,8 @@ def mount_mcp(core: Core, verify: VerifyAccessToken) -> McpMount:
     # (its own error middlewares, router and route) would only repeat them on every call.
     guarded = McpAuthGate(
         mcp.session_manager.handle_request,
-        verifier=GrantTokenVerifier(verify, issuer=settings.base_url),
+        verify=verify,
+        issuer=settings.base_url,
         resource=resource,
         resource_metadata_url=f"{settings.base_url}/.well-known/oauth-protected-resource{MCP_PATH}",
         base_scopes=[s for s in CONNECTOR_SCOPES if s != "files:send"],

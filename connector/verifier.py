@@ -1,15 +1,21 @@
-"""Token verification for /mcp: the authorization server's ``verify_access_token`` seen through the
-SDK's ``TokenVerifier`` interface, so the SDK's bearer backend and ``get_access_token()`` work."""
+"""Token verification for /mcp: what the authorization server's ``verify_access_token`` answers,
+and the SDK's ``AccessToken`` made of it, so that ``get_access_token()`` works in the tools.
+
+The connector keeps no verification of its own: ``verify_access_token`` goes through the core's
+verified-credential cache on every call (which answers revocations at once), and what is made of a
+verification is kept with it (``Verified.made``), so it is made once while the cache keeps it."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from mcp.server.auth.provider import AccessToken
 from pydantic import ConfigDict, Field
 
 from core.principal import Principal
+
+V = TypeVar("V")
 
 
 class Verified(Protocol):
@@ -27,11 +33,12 @@ class Verified(Protocol):
     @property
     def client_id(self) -> str: ...
 
+    def made(self, maker: object, make: Callable[[], V]) -> V:
+        """``make()``, called once per verification and ``maker``."""
+        ...
+
 
 VerifyAccessToken = Callable[[str], Awaitable[Verified | None]]
-
-
-MEMO_SIZE = 1024
 
 
 class GrantAccessToken(AccessToken):
@@ -42,41 +49,16 @@ class GrantAccessToken(AccessToken):
     principal: Principal = Field(exclude=True)
 
 
-class GrantTokenVerifier:
-    """``verify_token`` for the SDK: ``None`` (anonymous) for anything invalid, expired or revoked.
-
-    Every call asks ``verify`` (which answers revocations at once); when it answers the very object
-    it answered last time for this token (the verified-credential cache), the SDK's ``AccessToken``
-    made then is reused rather than validated again."""
-
-    def __init__(self, verify: VerifyAccessToken, issuer: str) -> None:
-        self._verify = verify
-        self._issuer = issuer
-        self._made: dict[str, tuple[Verified, AccessToken]] = {}
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        verified = await self._verify(token)
-        if verified is None:
-            self._made.pop(token, None)
-            return None
-        made = self._made.get(token)
-        if made is not None and made[0] is verified:
-            return made[1]
-        access_token = self._access_token(token, verified)
-        if len(self._made) >= MEMO_SIZE:
-            self._made.clear()
-        self._made[token] = (verified, access_token)
-        return access_token
-
-    def _access_token(self, token: str, verified: Verified) -> GrantAccessToken:
-        grant = verified.principal
-        return GrantAccessToken(
-            token=token,
-            client_id=verified.client_id,
-            scopes=sorted(grant.scopes),
-            expires_at=verified.expires_at,
-            resource=verified.resource,
-            subject=grant.account_id,
-            claims={"iss": self._issuer, "account_id": grant.account_id, "grant_id": grant.grant_id},
-            principal=grant,
-        )
+def grant_access_token(token: str, verified: Verified, issuer: str) -> GrantAccessToken:
+    """The SDK's ``AccessToken`` for a verified bearer token."""
+    grant = verified.principal
+    return GrantAccessToken(
+        token=token,
+        client_id=verified.client_id,
+        scopes=sorted(grant.scopes),
+        expires_at=verified.expires_at,
+        resource=verified.resource,
+        subject=grant.account_id,
+        claims={"iss": issuer, "account_id": grant.account_id, "grant_id": grant.grant_id},
+        principal=grant,
+    )

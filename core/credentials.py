@@ -1,6 +1,11 @@
 """The verified-credential cache: what a bearer credential stood for when the store last said so,
 kept in process for a short while so that a hot caller is not one database read per request.
 
+Every kind of bearer credential goes through ``CredentialCache.cached``: sender tokens and device
+credentials (``core.services.auth``) and the connector's OAuth access tokens (``oauth.tokens``).
+Nothing else keeps a verification: the connector asks ``oauth.tokens.verify_access_token`` on
+every call.
+
 Entries are keyed by the credential's SHA-256 digest (never the credential) and tagged with what
 can end them (``grant:<id>``, ``device:<id>``, ``otk:<token id>``…). Revocation is immediate:
 
@@ -23,13 +28,15 @@ import hmac
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import anyio
 
 from core.adapters.fanout.base import Fanout, Subscription
 from core.clock import Clock
+from core.domain.secrets import digest
 from core.events import Deferred
 
 log = logging.getLogger("relaybox.credentials")
@@ -39,6 +46,8 @@ DEFAULT_TTL_S = 30.0
 DEFAULT_MAX_ENTRIES = 10_000
 USE_GRANULARITY_S = 60  # last-use bookkeeping, as the store notes it: at most once a minute
 RESUBSCRIBE_S = (0.1, 5.0)  # back-off of the listener after its subscription failed: first, max
+
+T = TypeVar("T")
 
 
 def grant_tag(grant_id: str) -> str:
@@ -60,6 +69,23 @@ def sender_token_tag(token_id: str) -> str:
 def use_due(last: int | None, now: int) -> bool:
     """Whether a credential's last use (noted at ``last``) is worth writing again at ``now``."""
     return last is None or now - last >= USE_GRANULARITY_S
+
+
+@dataclass(frozen=True, slots=True)
+class Verification(Generic[T]):
+    """What the store said a credential stands for (``value``), and how long that may be kept: the
+    tags that end it, the credential's own expiry, and its last-use bookkeeping. No tags: the value
+    is answered but not kept (a device still pairing)."""
+
+    value: T
+    tags: tuple[str, ...] = ()
+    expires_at: float | None = None
+    note_use: Callable[[int], Deferred] | None = None  # writes the last use, at the time given
+    used_at: int | None = None  # the last use as the store notes it (or is about to)
+
+
+def _anything(_value: object) -> bool:
+    return True
 
 
 @dataclass(slots=True)
@@ -95,9 +121,50 @@ class CredentialCache:
         sub = self._subscription
         return sub is not None and sub.connected and not sub.overflowed
 
+    async def cached(
+        self,
+        kind: type[T],
+        credential: str,
+        verify: Callable[[], Awaitable[Verification[T] | None]],
+        *,
+        defer: Callable[[Deferred], None],
+        accept: Callable[[T], bool] = _anything,
+    ) -> T | None:
+        """What ``credential`` stands for: a ``kind`` verified a moment ago (and ``accept``-ed) from
+        the cache, its last use handed to ``defer`` when due; else ``verify`` asks the store, once
+        for this call (calls missing at the same time each ask), and what it answers is kept
+        unless a revocation came meanwhile. ``None`` when ``verify`` says the credential is not
+        valid (never kept); its errors propagate."""
+        key = digest(credential)
+        hit = self._hit(key, kind, accept)
+        if hit is not None:
+            value, note = hit
+            if note is not None:
+                defer(note)
+            return value
+        epoch = self.epoch
+        found = await verify()
+        if found is None:
+            return None
+        if found.tags:
+            self.put(
+                key,
+                found.value,
+                epoch=epoch,
+                tags=found.tags,
+                expires_at=found.expires_at,
+                note_use=found.note_use,
+                used_at=found.used_at,
+            )
+        return found.value
+
     def get(self, key: str) -> tuple[object, Deferred | None] | None:
         """The cached value for a credential digest and, when its last use is due to be written,
-        the bookkeeping to run; ``None`` when not cached (or the cache is not serving)."""
+        the bookkeeping to run; ``None`` when not cached (or the cache is not serving). A part of
+        ``cached``, and what tests look at."""
+        return self._hit(key, object, _anything)
+
+    def _hit(self, key: str, kind: type[T], accept: Callable[[T], bool]) -> tuple[T, Deferred | None] | None:
         if not self.live:
             return None
         entry = self._entries.get(key)
@@ -107,12 +174,15 @@ class CredentialCache:
         if now >= entry.until:
             del self._entries[key]
             return None
+        value = entry.value
+        if not isinstance(value, kind) or not accept(value):
+            return None  # another kind of credential than the caller takes: the store answers
         self._entries.move_to_end(key)
         note = None
         if entry.note_use is not None and use_due(entry.used_at, int(now)):
             entry.used_at = int(now)
             note = entry.note_use(int(now))
-        return entry.value, note
+        return value, note
 
     def put(
         self,
@@ -125,8 +195,9 @@ class CredentialCache:
         note_use: Callable[[int], Deferred] | None = None,
         used_at: int | None = None,
     ) -> None:
-        """Cache what the store said about a credential, read when the epoch was ``epoch``:
-        nothing is kept if a drop happened since (the read may predate a revocation)."""
+        """Cache what the store said about a credential (by its digest), read when the epoch was
+        ``epoch``: nothing is kept if a drop happened since (the read may predate a revocation).
+        A part of ``cached``."""
         if epoch != self.epoch or not self.live:
             return
         until = self._clock.now() + self._ttl_s

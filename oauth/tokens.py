@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from authlib.oauth2.rfc6749 import InvalidGrantError
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
@@ -20,7 +21,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from core.context import Core, Tx, read_only
-from core.credentials import access_token_tag, grant_tag, use_due
+from core.credentials import Verification, access_token_tag, grant_tag, use_due
 from core.domain.secrets import digest, digests_match, new_prefixed_id
 from core.events import CredentialsRevoked
 from core.principal import Principal
@@ -39,6 +40,8 @@ ACCESS_PREFIX = "rba_"
 REFRESH_PREFIX = "rbr_"
 MAX_TOKEN_LENGTH = 128
 
+V = TypeVar("V")
+
 
 @dataclass(frozen=True)
 class VerifiedToken:
@@ -50,6 +53,17 @@ class VerifiedToken:
     client_id: str
     token_id: str = ""
     grant_used_at: int | None = field(default=None, compare=False)  # as noted (or being noted)
+    _made: dict[object, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def made(self, maker: object, make: Callable[[], V]) -> V:
+        """What ``maker`` (the connector's gate) makes of this verification, ``make()`` run once: it
+        is kept with the verification, so it lives as long as the verified-credential cache keeps
+        that; a token verified again (its entry ended by a revocation or by time) gets its own."""
+        try:
+            made: V = self._made[maker]
+        except KeyError:
+            made = self._made[maker] = make()
+        return made
 
 
 def token_generator(settings: Settings) -> Any:
@@ -206,32 +220,26 @@ def check_access_token(tx: Tx, principal: Principal, *, token: str) -> VerifiedT
 
 
 async def verify_access_token(core: Core, token: str) -> VerifiedToken | None:
-    """Verify a bearer token presented to the connector: from the verified-credential cache when
-    it is there (no database read, no thread), else in one short read-only transaction."""
+    """Verify a bearer token presented to the connector, through the verified-credential cache
+    (``CredentialCache.cached``): from it when it is there (no database read, no thread), else in
+    one short read-only transaction."""
     if not token.startswith(ACCESS_PREFIX) or len(token) > MAX_TOKEN_LENGTH:
         return None
-    key = digest(token)
-    cached = core.credentials.get(key)
-    if cached is not None:
-        value, note = cached
-        if note is not None:
-            core.defer(note)
-        return value if isinstance(value, VerifiedToken) else None
-    epoch = core.credentials.epoch
-    verified = await core.run(check_access_token, Principal.system(), token=token)
-    if verified is None:
-        return None
-    grant_id = verified.principal.grant_id or ""
-    core.credentials.put(
-        key,
-        verified,
-        epoch=epoch,
-        tags=(grant_tag(grant_id), access_token_tag(verified.token_id)),
-        expires_at=verified.expires_at,
-        note_use=functools.partial(note_grant_use, grant_id),
-        used_at=verified.grant_used_at,
-    )
-    return verified
+
+    async def verify() -> Verification[VerifiedToken] | None:
+        verified = await core.run(check_access_token, Principal.system(), token=token)
+        if verified is None:
+            return None
+        grant_id = verified.principal.grant_id or ""
+        return Verification(
+            verified,
+            tags=(grant_tag(grant_id), access_token_tag(verified.token_id)),
+            expires_at=verified.expires_at,
+            note_use=functools.partial(note_grant_use, grant_id),
+            used_at=verified.grant_used_at,
+        )
+
+    return await core.credentials.cached(VerifiedToken, token, verify, defer=core.defer)
 
 
 def _by_hash(tx: Tx, column: Any, token: str, prefix: str) -> OAuthToken | None:

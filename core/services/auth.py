@@ -2,7 +2,8 @@
 
 Failures use the flat shape: 401 ``missing_token`` (no ``Authorization: Bearer``) or 401
 ``invalid_token`` (wrong format, unknown, or revoked). Lookups go by SHA-256 digest and the
-stored digest is compared again in constant time.
+stored digest is compared again in constant time; ``authenticated`` goes through the one
+verified-credential cache (``core.credentials``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from core.context import Core, Tx, read_only
-from core.credentials import device_tag, sender_token_tag, use_due
+from core.credentials import Verification, device_tag, sender_token_tag, use_due
 from core.domain.secrets import digest, digests_match, is_device_credential, is_sender_token
 from core.errors import RelayError
 from core.events import Deferred
@@ -42,36 +43,32 @@ def bearer_from_header(header: str | None) -> str:
 async def authenticated(
     core: Core, principal: Principal, *, token: str, accept: Accept, limit_ip: bool = False
 ) -> Principal:
-    """``authenticate`` through the verified-credential cache (``core.credentials``): a device
-    credential or sender token verified a moment ago is not read again (revoking or unpairing
-    drops it at once, on every replica). ``limit_ip``: the IP's budget is checked first, before
-    the token is looked up in the cache or the store."""
+    """``authenticate`` through the verified-credential cache (``CredentialCache.cached``): a
+    device credential or sender token verified a moment ago is not read again (revoking or
+    unpairing drops it at once, on every replica). ``limit_ip``: the IP's budget is checked first,
+    before the token is looked up in the cache or the store."""
     if limit_ip:
         await peek_ip_outside_transaction(core, principal.label or "unknown")
-    key = digest(token)
-    cached = core.credentials.get(key)
-    if cached is not None:
-        value, note = cached
-        if isinstance(value, Principal) and value.kind in _kinds(accept):
-            if note is not None:
-                core.defer(note)
-            return value
-    epoch = core.credentials.epoch
-    found, used_at = await core.run(_resolve, principal, token=token, accept=accept)  # IP peeked above
-    if not found.pending:
-        tag, kind, row_id = (
-            (device_tag(found.device_id), "device", found.device_id)
+    kinds = _kinds(accept)
+
+    async def verify() -> Verification[Principal]:
+        found, used_at = await core.run(_resolve, principal, token=token, accept=accept)  # IP peeked above
+        if found.pending:  # a computer still pairing: answered, never kept
+            return Verification(found)
+        kind, row_id, tag = (
+            ("device", found.device_id, device_tag(found.device_id))
             if found.kind is PrincipalKind.DEVICE and found.device_id
-            else (sender_token_tag(found.token_id or ""), "token", found.token_id or "")
+            else ("token", found.token_id or "", sender_token_tag(found.token_id or ""))
         )
-        core.credentials.put(
-            key,
-            found,
-            epoch=epoch,
-            tags=(tag,),
-            note_use=functools.partial(note_use, kind, row_id),
-            used_at=used_at,
+        return Verification(
+            found, tags=(tag,), note_use=functools.partial(note_use, kind, row_id), used_at=used_at
         )
+
+    found = await core.credentials.cached(
+        Principal, token, verify, defer=core.defer, accept=lambda cached: cached.kind in kinds
+    )
+    if found is None:  # never: the store answers a principal or raises
+        raise RelayError("invalid_token")
     return found
 
 

@@ -7,11 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlalchemy import update
+from sqlmodel import col
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
+from core.context import Core
+from core.domain.secrets import digest
+from oauth.tables import OAuthToken
 from tests.helpers import register_phone
-from tests.oauth.flow import ISSUER, connect
+from tests.oauth.flow import ISSUER, RESOURCE, connect
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 
@@ -59,6 +64,29 @@ def test_an_expired_token_is_challenged_as_invalid_token(client: TestClient, clo
     response = client.post("/mcp", json=call("list_devices"), headers=headers)
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token", ')
+
+
+@pytest.mark.parametrize(
+    ("audience", "taken"),
+    [(RESOURCE + "/", True), ("https://other.example/mcp", False), ("not a url", False)],
+    ids=["this resource spelled with a slash", "another resource", "no URL"],
+)
+def test_a_token_is_taken_only_for_this_resource(
+    client: TestClient, core: Core, audience: str, taken: bool
+) -> None:
+    _, tokens = connect(client, register_phone(client), scopes=["devices:read"])
+    with core.engine.begin() as connection:  # before its first use: nothing is cached yet
+        connection.execute(
+            update(OAuthToken)
+            .where(col(OAuthToken.access_hash) == digest(tokens["access_token"]))
+            .values(resource=audience)
+        )
+    headers = {**ACCEPT, "Authorization": f"Bearer {tokens['access_token']}"}
+    for _ in range(2):  # the second from the verified-credential cache
+        response = client.post("/mcp", json=call("list_devices"), headers=headers)
+        assert (response.status_code != 401) is taken
+        if not taken:
+            assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token", ')
 
 
 def test_a_tool_the_grant_has_no_scope_for_is_a_403_naming_the_scope(client: TestClient) -> None:

@@ -1,16 +1,23 @@
-"""Verified access tokens are cached in process, and every way of ending a token still ends it at
-once: the very next /mcp call with it is 401, even when the call before was served from the cache."""
+"""Verified access tokens are cached in process, in the core's one verified-credential cache: /mcp
+verifies a token once while the cache keeps it, the gate keeps nothing of its own, and every way of
+ending a token still ends it at once: the very next /mcp call with it is 401, even when the call
+before was served from the cache."""
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx2
+import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+import connector.auth_gate
+import oauth.tokens
+from connector.auth_gate import McpAuthGate
 from core.clock import ManualClock
 from core.context import Core
 from core.credentials import DEFAULT_TTL_S, USE_GRANULARITY_S
@@ -64,6 +71,53 @@ def warmed(client: TestClient, core: Core) -> tuple[FakeDevice, Authorization, d
 
 def cached(core: Core, token: str) -> bool:
     return core.credentials.get(digest(token)) is not None
+
+
+def counted(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[object]:
+    """Count the calls of ``module.name`` (marks and all kept)."""
+    calls: list[object] = []
+    real = getattr(module, name)
+
+    @functools.wraps(real)
+    def counting(*args: Any, **kw: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def test_mcp_verifies_a_token_once_while_the_credential_cache_keeps_it(
+    client: TestClient, core: Core, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, tokens = connect(client, register_phone(client), scopes=["devices:read"])
+    token = tokens["access_token"]
+    verifications = counted(monkeypatch, oauth.tokens, "check_access_token")
+    made = counted(monkeypatch, connector.auth_gate, "grant_access_token")
+    for _ in range(3):
+        assert mcp_status(client, token) == 200
+    assert len(verifications) == len(made) == 1  # the SDK's AccessToken too is made once
+    assert digest(token) in core.credentials._entries  # the phone's credential is there too
+    assert all(token not in key for key in core.credentials._entries)
+    clock.advance(DEFAULT_TTL_S)  # the entry's lifetime is over: verified (and made) again, once
+    for _ in range(2):
+        assert mcp_status(client, token) == 200
+    assert len(verifications) == len(made) == 2
+
+
+def test_the_gate_keeps_no_token_of_its_own(client: TestClient) -> None:
+    _, tokens = connect(client, register_phone(client), scopes=["devices:read"])
+    assert mcp_status(client, tokens["access_token"]) == 200
+    gate = mcp_gate(client)
+    assert [value for value in vars(gate).values() if isinstance(value, dict | list | set)] == []
+    assert tokens["access_token"] not in repr(vars(gate))
+
+
+def mcp_gate(client: TestClient) -> McpAuthGate:
+    route = next(r for r in cast(Starlette, client.app).routes if getattr(r, "path", "") == "/mcp")
+    found = getattr(route, "app", None)
+    assert isinstance(found, McpAuthGate)
+    return found
 
 
 def test_a_cached_token_is_401_right_after_its_grant_is_revoked_on_the_phone(

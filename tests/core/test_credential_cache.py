@@ -1,13 +1,18 @@
-"""The verified-credential cache: bounded, short-lived, dropped by tag, and bypassed whenever it may
-have missed a revocation; a revocation on one Core empties the cache of every Core sharing its
-fan-out before the revoking call returns (in process) or as soon as Redis carries it."""
+"""The verified-credential cache: one entry point (``cached``) for every kind of bearer credential,
+keyed by the credential's digest; bounded, short-lived, dropped by tag, and bypassed whenever it may
+have missed a revocation; a revoked sender token, device credential or access token is refused at
+once through it; a revocation on one Core empties the cache of every Core sharing its fan-out
+before the revoking call returns (in process) or as soon as Redis carries it."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -18,20 +23,24 @@ from core.adapters.fanout.memory import MemoryFanout, MemorySubscription
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.context import Core, Tx
-from core.credentials import CREDENTIALS_TOPIC, CredentialCache, revocation_message
+from core.credentials import CREDENTIALS_TOPIC, CredentialCache, Verification, revocation_message
 from core.domain.keys import generate_keypair
 from core.domain.secrets import digest, new_prefixed_id
+from core.errors import RelayError
 from core.events import Deferred
 from core.principal import Principal
+from core.services.auth import Accept, authenticated
 from core.services.connector_grants import (
     ConnectorGrantCreate,
     create_connector_grant,
     revoke_connector_grant,
 )
-from core.services.devices import DeviceCreate, register_phone
+from core.services.devices import DeviceCreate, DeviceRegistered, disconnect_device, register_phone
+from core.services.tokens import TokenCreate, create_sender_token, revoke_sender_token
 from core.settings import explicit_settings
+from oauth.bridge import AuthlibContext
 from oauth.tables import OAuthToken
-from oauth.tokens import ACCESS_PREFIX, verify_access_token
+from oauth.tokens import ACCESS_PREFIX, find_token, revoke_token, verify_access_token
 from tests.services import REDIS_URL, unavailable
 
 pytestmark = pytest.mark.anyio
@@ -127,6 +136,190 @@ async def test_a_revocation_published_by_another_replica_drops_the_tag() -> None
                 await anyio.lowlevel.checkpoint()
         tasks.cancel_scope.cancel()
     assert not cache.live
+
+
+# -- the one entry point ------------------------------------------------------------------------
+
+SECRET = "rfk_live_" + "s" * 32
+KEPT = Verification("v", ("tok:t1",))
+
+
+class Store:
+    """A ``verify`` for ``cached`` that counts how often the store was asked."""
+
+    def __init__(self, answer: Verification[Any] | None = KEPT, *, error: Exception | None = None) -> None:
+        self.answer = answer
+        self.error = error
+        self.reads = 0
+        self.during: Callable[[], None] = lambda: None  # what happens while the store is read
+
+    async def __call__(self) -> Verification[Any] | None:
+        self.reads += 1
+        self.during()
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+async def test_cached_keys_by_digest_and_asks_the_store_once_while_it_keeps_the_answer() -> None:
+    cache, _ = live_cache(ManualClock())
+    store = Store()
+    for _ in range(3):
+        assert await cache.cached(str, SECRET, store, defer=no_defer) == "v"
+    assert store.reads == 1
+    assert list(cache._entries) == [digest(SECRET)]
+    assert all(SECRET not in key and SECRET not in entry.digest for key, entry in cache._entries.items())
+    cache.drop(["tok:t1"])  # revoked: the next call asks the store again
+    assert await cache.cached(str, SECRET, store, defer=no_defer) == "v" and store.reads == 2
+
+
+async def test_cached_keeps_nothing_the_store_refused_answered_untagged_or_raised() -> None:
+    cache, _ = live_cache(ManualClock())
+    for store in (Store(None), Store(Verification("pending")), Store(error=RelayError("invalid_token"))):
+        for _ in range(2):
+            with contextlib.suppress(RelayError):  # the store's refusal reaches the caller
+                await cache.cached(str, SECRET, store, defer=no_defer)
+        assert store.reads == 2 and len(cache) == 0
+
+
+async def test_cached_asks_the_store_again_for_another_kind_or_one_the_caller_does_not_accept() -> None:
+    cache, _ = live_cache(ManualClock())
+    assert await cache.cached(str, SECRET, Store(), defer=no_defer) == "v"
+    store = Store(Verification(1, ("tok:t1",)))
+    assert await cache.cached(int, SECRET, store, defer=no_defer) == 1  # a str was kept: not taken
+    assert await cache.cached(int, SECRET, store, defer=no_defer) == 1 and store.reads == 1
+    assert await cache.cached(int, SECRET, store, defer=no_defer, accept=lambda n: n > 1) == 1
+    assert store.reads == 2
+
+
+async def test_cached_keeps_nothing_read_while_a_revocation_was_dropping_tags() -> None:
+    cache, _ = live_cache(ManualClock())
+    store = Store()
+    store.during = lambda: cache.drop(["tok:t1"])  # committed while the store was being read
+    assert await cache.cached(str, SECRET, store, defer=no_defer) == "v"
+    assert len(cache) == 0
+
+
+async def test_cached_hands_a_due_last_use_to_defer() -> None:
+    clock = ManualClock()
+    cache, _ = live_cache(clock, ttl_s=600)
+    deferred: list[Deferred] = []
+    noted = Deferred(record, {})
+    store = Store(Verification("v", ("tok:t1",), note_use=lambda _at: noted, used_at=int(clock.now())))
+    await cache.cached(str, SECRET, store, defer=deferred.append)
+    await cache.cached(str, SECRET, store, defer=deferred.append)
+    assert deferred == []
+    clock.advance(60)
+    await cache.cached(str, SECRET, store, defer=deferred.append)
+    assert deferred == [noted] and store.reads == 1
+
+
+def no_defer(_note: Deferred) -> None:
+    raise AssertionError("no last use was due")
+
+
+def record(_tx: Tx, _principal: Principal) -> None:
+    pass
+
+
+# -- every kind of credential, revoked through the one path -------------------------------------------
+
+
+@pytest.fixture
+async def running_core(tmp_path: Path) -> AsyncIterator[Core]:
+    settings = explicit_settings(data_dir=tmp_path / "data", database_url=f"sqlite:///{tmp_path / 'c.db'}")
+    async with build_core(settings) as core:
+        await eventually(lambda: core.credentials.live)
+        yield core
+
+
+Check = Callable[[], Awaitable[object]]
+Revoke = Callable[[], Awaitable[object]]
+
+
+async def sender_token(
+    core: Core, registered: DeviceRegistered, caller: Principal
+) -> tuple[str, Check, Revoke]:
+    phone = phone_of(registered)
+    created = await core.run(create_sender_token, phone, body=TokenCreate(label="script"))
+
+    async def check() -> object:
+        return await authenticated(core, caller, token=created.token, accept=Accept.SENDER_TOKEN)
+
+    return created.token, check, lambda: core.run(revoke_sender_token, phone, token_id=created.id)
+
+
+async def device_credential(
+    core: Core, registered: DeviceRegistered, caller: Principal
+) -> tuple[str, Check, Revoke]:
+    token = registered.device_token
+
+    async def check() -> object:
+        return await authenticated(core, caller, token=token, accept=Accept.DEVICE)
+
+    return token, check, lambda: core.run(disconnect_device, phone_of(registered))
+
+
+async def access_token(
+    core: Core, _registered: DeviceRegistered, _caller: Principal
+) -> tuple[str, Check, Revoke]:
+    token, _, _ = await connector_token(core)
+
+    async def check() -> object:
+        verified = await verify_access_token(core, token)
+        if verified is None:
+            raise RelayError("invalid_token")
+        return verified
+
+    return token, check, lambda: core.run(revoke_access_token, Principal.system(), token=token)
+
+
+def revoke_access_token(tx: Tx, _principal: Principal, *, token: str) -> None:
+    """RFC 7009's revocation of an access token, as the revocation endpoint runs it."""
+    context = cast(AuthlibContext, SimpleNamespace(tx=tx))
+    found = find_token(context, token, "access_token")
+    assert found is not None
+    revoke_token(context, found)
+
+
+@pytest.mark.parametrize("kind", [sender_token, device_credential, access_token])
+async def test_every_credential_is_verified_once_kept_by_digest_and_refused_at_once_when_revoked(
+    running_core: Core,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: Callable[[Core, DeviceRegistered, Principal], Awaitable[tuple[str, Check, Revoke]]],
+) -> None:
+    core = running_core
+    registered = await core.run(
+        register_phone, Principal.anonymous("10.8.0.1"), body=DeviceCreate(public_key=public_key())
+    )
+    credential, check, revoke = await kind(core, registered, Principal.anonymous("10.8.0.2"))
+    reads: list[str] = []
+    run = core.run
+
+    async def counted(op: Any, principal: Principal, /, *args: Any, **kw: Any) -> Any:
+        reads.append(getattr(op, "__name__", ""))
+        return await run(op, principal, *args, **kw)
+
+    monkeypatch.setattr(core, "run", counted)
+    for _ in range(3):
+        await check()
+    assert len([name for name in reads if name in {"_resolve", "check_access_token"}]) == 1
+    assert digest(credential) in core.credentials._entries
+    assert all(credential not in key for key in core.credentials._entries)
+    await revoke()
+    with pytest.raises(RelayError) as refused:
+        await check()
+    assert refused.value.code == "invalid_token"
+
+
+def public_key() -> str:
+    return base64.b64encode(generate_keypair()[1]).decode()
+
+
+def phone_of(registered: DeviceRegistered) -> Principal:
+    return Principal.device(
+        account_id=registered.account_id, device_id=registered.device_id, surface_kind="phone"
+    )
 
 
 # -- two Cores (replicas) sharing one fan-out ------------------------------------------------------

@@ -248,3 +248,24 @@ def test_the_connector_verifies_tokens_in_the_apps_event_loop(client: TestClient
     verified = client.portal.call(verify_access_token, core, tokens["access_token"])
     assert verified is not None and verified.client_id == request.client_id
     assert client.portal.call(verify_access_token, core, "rba_nothing") is None
+
+
+def test_what_is_made_of_a_verification_is_made_once_per_maker_and_lives_as_long_as_it(
+    client: TestClient, core: Core
+) -> None:
+    _, tokens = connect(client, register_phone(client))
+    assert client.portal is not None
+    verified = client.portal.call(verify_access_token, core, tokens["access_token"])
+    assert verified is not None
+    assert client.portal.call(verify_access_token, core, tokens["access_token"]) is verified  # cached
+    made: list[str] = []
+
+    def make(what: str) -> str:
+        made.append(what)
+        return what
+
+    assert verified.made("gate", lambda: make("caller")) == "caller"
+    assert verified.made("gate", lambda: make("other")) == "caller"
+    assert verified.made("another gate", lambda: make("its caller")) == "its caller"
+    assert made == ["caller", "its caller"]
+    assert verified == verify(core, tokens["access_token"])  # what was made is no part of it
