@@ -225,6 +225,7 @@ SEMANTIC_REFUSALS = {
     "fire_at_too_soon": "relative to the server's clock",
     "fire_at_too_far": "relative to the server's clock",
     "no_matching_device": "a device name the account must have",
+    "answer_interaction:invalid_choice": "an index among the choices this question offered",
     "pair_confirm:invalid_public_key": "must be the key this phone registered (its shape is documented)",
     "post_envelope:invalid_blob": "the envelope's first byte must be the wire version",
     "invalid_chunk_layout": "chunk_size against size and the server's chunk limits",
