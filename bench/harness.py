@@ -118,7 +118,7 @@ class Server:
 
 def relaybox_command(data_dir: str | Path) -> list[str]:
     """``relaybox serve`` on a free port with this Python (a relative ``data_dir`` is in the work dir)."""
-    return [sys.executable, "-m", "connector.cli", "serve", "--port", "0", "--data-dir", str(data_dir)]
+    return [sys.executable, "-m", "app.cli", "serve", "--port", "0", "--data-dir", str(data_dir)]
 
 
 def raised_limits(*names: str) -> dict[str, str]:
@@ -294,10 +294,10 @@ def describe(exc: BaseException) -> str:
 def serve_like_relaybox(app: Any, sock: socket.socket, **options: Any) -> None:
     """Serve a benchmark's bare app on ``sock`` the way ``relaybox serve`` serves relaybox: uvicorn's
     default loop and HTTP implementation, the access log on, proxy headers, and the collector tuned
-    once serving (``connector.serve.tune_collector``)."""
+    once serving (``app.serve.tune_collector``)."""
     import uvicorn
 
-    from connector.serve import tune_collector
+    from app.serve import tune_collector
 
     class ServedLikeRelaybox(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:

@@ -6,7 +6,7 @@ Two servers run side by side, each a subprocess served the same way: one Python 
 with its default ("auto": uvloop + httptools) loop and HTTP implementation, ``proxy_headers``, the
 access log ON (to a file), the collector tuned after start-up, as ``relaybox serve`` runs:
 
-- relaybox: ``python -m connector.cli serve --port 0`` with SQLite in a temporary data dir. A virtual
+- relaybox: ``python -m app.cli serve --port 0`` with SQLite in a temporary data dir. A virtual
   phone registers over HTTP and completes the connector's OAuth flow (client registration, consent
   page, the phone confirms the page's code, Allow, code exchange with PKCE and ``resource``), so
   every call carries a real access token through the auth gate (verification, audience, scopes) and

@@ -6,7 +6,7 @@ Two servers run side by side, each a subprocess served the same way: one Python 
 with its default ("auto": uvloop + httptools) loop and HTTP implementation, ``proxy_headers``, and
 the access log ON, written to a file (the way ``relaybox serve`` runs):
 
-- relaybox: ``python -m connector.cli serve --port 0`` with SQLite in a temporary data dir and every
+- relaybox: ``python -m app.cli serve --port 0`` with SQLite in a temporary data dir and every
   send-class rate limit (and the per-IP register / pair-init limits) raised for the run. A phone
   registers, pairs one computer and mints a sender token over HTTP, so each send seals one
   envelope per device (two) and queues both.
@@ -108,7 +108,7 @@ async def bare(request: Request) -> JSONResponse:
 
 
 def serve_baseline() -> int:
-    """Serve ``POST /bare`` on a free port the way ``connector.serve`` serves relaybox."""
+    """Serve ``POST /bare`` on a free port the way ``app.serve`` serves relaybox."""
     sock = free_socket()
     print(f"{BASELINE_LISTENING}http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     app = Starlette(routes=[Route("/bare", bare, methods=["POST"])])

@@ -1,4 +1,4 @@
-"""The authorization server's routes, for ``connector.app.create_app``.
+"""The authorization server's routes, for ``app.assembly.create_app``.
 
 ``/.well-known/oauth-authorization-server`` and ``/.well-known/oauth-protected-resource[/mcp]``
 (discovery), ``/oauth/authorize`` with its consent page, ``/oauth/token``, ``/oauth/revoke`` and

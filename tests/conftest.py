@@ -12,7 +12,7 @@ from sqlmodel import SQLModel
 from starlette.testclient import TestClient
 
 import oauth.tables  # noqa: F401  (SQLModel.metadata must hold the authorization server's tables)
-from connector.app import create_app
+from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.context import Core

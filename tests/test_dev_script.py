@@ -156,7 +156,7 @@ def test_ctrl_c_during_dev_py_serve_stops_the_server_cleanly_with_status_130(tmp
     stamp = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()
     (root / ".venv" / ".relaybox-installed").write_text(stamp)
     relaybox = root / ".venv" / "bin" / "relaybox"
-    relaybox.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m connector.cli "$@"\n')
+    relaybox.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m app.cli "$@"\n')
     relaybox.chmod(0o755)
 
     command = ["dev.py", "serve", "--port", "0", "--data-dir", str(tmp_path / "data")]

@@ -11,21 +11,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "oauth", "connector", "client", "webapp")
+PACKAGES = ("core", "oauth", "connector", "app", "demo", "client", "webapp")
 # package → project packages it must not import
 FORBIDDEN = {
-    "core": {"oauth", "connector", "client", "webapp"},
-    "oauth": {"connector", "client", "webapp"},
-    "connector": set(),
-    "client": {"oauth", "connector", "webapp"},
-    "webapp": {"core", "oauth", "connector", "client"},
+    "core": {"oauth", "connector", "app", "demo", "client", "webapp"},
+    "oauth": {"connector", "app", "demo", "client", "webapp"},
+    "connector": {"app", "demo", "client"},
+    "app": set(),  # the composition root and the CLI: it joins everything
+    "demo": {"core", "oauth", "connector", "app", "webapp"},
+    "client": {"oauth", "connector", "app", "demo", "webapp"},
+    "webapp": {"core", "oauth", "connector", "app", "demo", "client"},
 }
 # package → the only top-level modules it may import besides its own and the standard library
 ONLY_THIRD_PARTY = {"webapp": {"starlette"}}
 # third-party module → where it may be imported (path prefixes)
 HOMES = {
     "authlib": ("oauth/",),
-    "mcp": ("connector/",),
+    "mcp": ("connector/", "demo/"),
     "firebase_admin": ("core/adapters/push/fcm.py",),
     "pywebpush": ("core/adapters/push/webpush.py",),
     "redis": ("core/adapters/limits/redis.py", "core/adapters/fanout/redis.py"),

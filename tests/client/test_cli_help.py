@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.cli import main
+from app.cli import main
 
 COMMANDS: list[tuple[list[str], list[str]]] = [
     (["phone"], ["register", "pair", "show", "tokens"]),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import main
 from client.downloads import default_downloads_dir, user_downloads_dir
-from connector.cli import main
 
 
 @pytest.fixture

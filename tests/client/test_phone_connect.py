@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.cli import main
 from client import phone
-from connector.cli import main
 from tests.helpers import start_pairing
 from tests.oauth.flow import Authorization, open_consent, register_client
 

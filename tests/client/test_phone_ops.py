@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from app.cli import main
 from client import phone
 from client.dispatch import default_dispatcher
 from client.documents import DocumentError, numbered_names, safe_filename, save_document
@@ -41,7 +42,6 @@ from client.sse import SseEvent, SseParser
 from client.state import ClientError, DeviceState
 from client.state_file import update_fields
 from client.sync_follower import KeepAlive, SyncEvent, SyncFollower
-from connector.cli import main
 from core.domain.canonical import canonical_json
 from core.domain.envelope import seal
 from core.domain.keys import b64encode, generate_keypair

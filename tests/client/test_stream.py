@@ -16,6 +16,7 @@ import anyio
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
+from app.cli import main
 from client.api import ApiError
 from client.dispatch import default_dispatcher, one_line
 from client.opener import Dropped, Opener, Received
@@ -25,7 +26,6 @@ from client.relay import resolve_peer
 from client.sse import SseComment, SseError, SseEvent, SseItem, SseParser
 from client.state import ClientError, DeviceState, Peer
 from client.sync_follower import KEEP_ALIVE, Backoff, KeepAlive, SyncEvent, SyncFollower
-from connector.cli import main
 from core.domain.canonical import canonical_json
 from core.domain.envelope import seal
 from core.domain.keys import b64encode, generate_keypair

@@ -1,7 +1,7 @@
 """The mcp SDK's own OAuth client, with a stand-in browser that approves the consent page the way
 a person does: open it, read the code, confirm it on the (virtual) phone, tick, Allow.
 
-The browser and the token storage are the ones ``relaybox demo`` uses (``connector.demo_steps``)."""
+The browser and the token storage are the ones ``relaybox demo`` uses (``demo.steps``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Literal
 import anyio
 from mcp.client.auth import OAuthClientProvider
 
-from connector import demo_steps
-from connector.demo_steps import CALLBACK, ConfirmOnPhone, MemoryStorage
-from connector.demo_steps import ConsentBrowser as ApprovingBrowser
+from demo import steps as demo_steps
+from demo.steps import CALLBACK, ConfirmOnPhone, MemoryStorage
+from demo.steps import ConsentBrowser as ApprovingBrowser
 
 __all__ = ["CALLBACK", "ApprovingBrowser", "MemoryStorage", "cli_confirmer", "oauth_provider"]
 

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from connector.app import create_app
+from app.assembly import create_app
 from connector.mcp_mount import allowed_hosts, mcp_origins
 from core.bootstrap import build_core
 from core.settings import explicit_settings

@@ -1,4 +1,4 @@
-"""/mcp is served straight from the app (``connector.app.RelayboxApp``), and still gets
+"""/mcp is served straight from the app (``app.assembly.RelayboxApp``), and still gets
 what every route gets: a request id, metrics under its template, errors in the spec's shape, 405
 for a method it does not take. A grant holding every tool's scope has its body capped by the
 transport instead of read by the gate."""
@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from starlette.types import Receive, Scope, Send
 
-from connector.app import create_app
+from app.assembly import create_app
 from connector.auth_gate import MAX_BODY_BYTES, McpAuthGate
 from core.context import Core
 from tests.connector.test_mcp_token_cache import modern_call

@@ -17,9 +17,9 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from connector.app import create_app
-from connector.logs import JsonFormatter, RedactSecrets, log_config, request_id, route_template
-from connector.serve import AnnouncingServer, serve
+from app.assembly import create_app
+from app.logs import JsonFormatter, RedactSecrets, log_config, request_id, route_template
+from app.serve import AnnouncingServer, serve
 from core.api import health
 from core.bootstrap import build_core
 from core.context import Core

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from mcp import Client
 
+from app.assembly import create_app
 from connector import outputs
-from connector.app import create_app
 from connector.mcp_server import build_mcp
 from connector.tool_set import TOOLS
 from connector.tools import TOOL_SCOPES, bind

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.adapters.limits.base import LimitCheck
 from core.adapters.limits.redis import RedisRateLimiter
 from core.availability import DependencyUnavailableError, unavailable_service

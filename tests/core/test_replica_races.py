@@ -23,7 +23,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine, inspect, text
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.context import Core

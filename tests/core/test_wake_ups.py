@@ -13,7 +13,7 @@ import pytest
 from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.context import Core

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RELAYBOX = [sys.executable, "-m", "connector.cli"]
+RELAYBOX = [sys.executable, "-m", "app.cli"]
 SERVER_START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 CLI_TIMEOUT_S = 30.0

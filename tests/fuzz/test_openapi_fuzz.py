@@ -27,7 +27,7 @@ from schemathesis import APIOperation, Case, CheckContext, GenerationMode, Respo
 from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.api import endpoints
 from core.api.routing import Endpoint
 from core.bootstrap import build_core

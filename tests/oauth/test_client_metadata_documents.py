@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.settings import Settings, explicit_settings

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.bootstrap import build_core
 from core.settings import explicit_settings
 from oauth.metadata import IssuerError, issuer_of

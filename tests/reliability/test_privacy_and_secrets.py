@@ -17,7 +17,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from connector.app import create_app
+from app.assembly import create_app
 from connector.tools import TOOL_SCOPES
 from core.bootstrap import build_core
 from core.settings import explicit_settings

@@ -24,7 +24,7 @@ from pydantic import SecretStr
 from sqlalchemy.exc import OperationalError
 from starlette.testclient import TestClient
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.bootstrap import build_core
 from core.context import Core
 from core.domain.secrets import digest

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.settings import explicit_settings
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers import start_pairing

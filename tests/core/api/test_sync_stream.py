@@ -11,7 +11,7 @@ import anyio
 import httpx
 import pytest
 
-from connector.app import create_app
+from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.context import Core

@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from connector.logs import route_template
+from app.logs import route_template
 from core.context import Core
 
 METRICS_PATH = "/metrics"
@@ -95,7 +95,7 @@ class Metrics:
 
 class MetricsMiddleware:
     """Counts and times every HTTP request by route template; also sets the template for the
-    access log (``connector.logs.route_template``) when the response starts."""
+    access log (``app.logs.route_template``) when the response starts."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app

@@ -21,8 +21,8 @@ from types import FrameType
 import uvicorn
 from uvicorn.server import HANDLED_SIGNALS
 
-from connector.app import create_app
-from connector.logs import log_config
+from app.assembly import create_app
+from app.logs import log_config
 from core.context import Core
 from core.settings import Settings
 from oauth.metadata import IssuerError

@@ -16,10 +16,10 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from app.logs import RequestIdMiddleware, add_header, route_template, start_request_id
+from app.metrics import Metrics, MetricsMiddleware
 from connector.cors import CrossOrigin, request_origin
-from connector.logs import RequestIdMiddleware, add_header, route_template, start_request_id
 from connector.mcp_mount import MCP_PATH, mount_mcp
-from connector.metrics import Metrics, MetricsMiddleware
 from core.api import api_routes
 from core.api.errors import (
     http_error_handler,

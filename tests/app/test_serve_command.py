@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from connector.cli import main
-from connector.serve import cannot_listen, command_for
+from app.cli import main
+from app.serve import cannot_listen, command_for
 
 
 @pytest.fixture

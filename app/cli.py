@@ -102,13 +102,13 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from connector.serve import serve
+    from app.serve import serve
 
     return serve(_settings(args))
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from connector.demo import run_demo
+    from demo.run import run_demo
 
     return run_demo(keep=args.keep, timeout=args.timeout)
 

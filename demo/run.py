@@ -25,10 +25,10 @@ from typing import IO
 
 import anyio
 
-from connector.demo_steps import DemoError, Narrator, connect_and_call_every_tool, describe
+from demo.steps import DemoError, Narrator, connect_and_call_every_tool, describe
 
 ROOT = Path(__file__).resolve().parent.parent
-RELAYBOX = [sys.executable, "-m", "connector.cli"]
+RELAYBOX = [sys.executable, "-m", "app.cli"]
 LISTENING = re.compile(r"^relaybox is listening on (http://\S+)$")
 STEPS = 11
 STOP_TIMEOUT_S = 5.0

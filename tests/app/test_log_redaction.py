@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from connector.logs import RedactSecrets, log_config
+from app.logs import RedactSecrets, log_config
 from core.domain.secrets import new_device_credential, new_sender_token
 from core.redaction import MAYBE_SECRET, redact
 
