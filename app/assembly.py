@@ -29,9 +29,10 @@ from core.api.errors import (
     unexpected_error_response,
 )
 from core.bootstrap import build_core
-from core.context import Core, Tx
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.tx import Tx
 from core.services import wake_ups
 from core.services.maintenance import sweep_expired
 from core.settings import Settings

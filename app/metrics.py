@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.logs import route_template
-from core.context import Core
+from core.runtime.core import Core
 
 METRICS_PATH = "/metrics"
 UNMATCHED = "unmatched"
@@ -46,12 +46,12 @@ class CoreCollector(Collector):
         yield GaugeMetricFamily(
             "relaybox_open_streams",
             "Open /v1/sync streams on this process",
-            value=self.core.open_stream_count,
+            value=self.core.presence.open_streams,
         )
         yield GaugeMetricFamily(
             "relaybox_waiting_polls",
             "Long polls waiting for an answer on this process",
-            value=self.core.waiting_polls,
+            value=self.core.waits.long_polls,
         )
 
 

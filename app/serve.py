@@ -23,7 +23,7 @@ from uvicorn.server import HANDLED_SIGNALS
 
 from app.assembly import create_app
 from app.logs import log_config
-from core.context import Core
+from core.runtime.core import Core
 from core.settings import Settings
 from oauth.metadata import IssuerError
 
@@ -82,7 +82,7 @@ def serve(settings: Settings) -> int:
         timeout_graceful_shutdown=3,
         timeout_keep_alive=30,  # longer than common clients' idle pools: no reset on a reused connection
     )
-    server = AnnouncingServer(config, settings.base_url, on_shutdown=core.begin_shutdown)
+    server = AnnouncingServer(config, settings.base_url, on_shutdown=core.waits.begin_shutdown)
     server.announce_as_json = settings.log_format == "json"
     server.run(sockets=[sock])
     sys.stdout.flush()

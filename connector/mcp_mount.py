@@ -17,8 +17,8 @@ from connector.auth_gate import McpAuthGate
 from connector.cors import CrossOrigin
 from connector.mcp_server import build_mcp
 from connector.verifier import VerifyAccessToken
-from core.context import Core
 from core.principal import CONNECTOR_SCOPES
+from core.runtime.core import Core
 from core.settings import Settings
 from oauth.metadata import is_loopback
 

@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 from connector.tools import PrincipalSource, describe, register_tools, tool_error
 from connector.verifier import GrantAccessToken
-from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 
 INSTRUCTIONS = (
     "relaybox reaches the user's own phone: notify them, set reminders the phone fires itself, ask a "

@@ -15,7 +15,6 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from connector import outputs
-from core.context import Core
 from core.principal import (
     SCOPE_APPROVALS_WRITE,
     SCOPE_DEVICES_READ,
@@ -25,6 +24,7 @@ from core.principal import (
     SCOPE_REMINDERS_WRITE,
     Principal,
 )
+from core.runtime.core import Core
 from core.services import device_list, documents, interactions, reminders, ring, send
 
 PROGRESS_STEP_S = 5  # request_approval reports progress between waits of at most this long

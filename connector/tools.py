@@ -16,9 +16,9 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from connector.tool_set import TOOLS, Tool, ToolCall
-from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 
 log = logging.getLogger("relaybox.connector")
 PrincipalSource = Callable[[], Principal]

@@ -14,8 +14,8 @@ from core.adapters.push.router import PushRouter
 from core.adapters.storage.base import ObjectStore
 from core.adapters.storage.local import LocalObjectStore
 from core.clock import Clock, SystemClock
-from core.context import Core
 from core.principal import Principal
+from core.runtime.core import Core
 from core.server_keys import ServerKeys, load_server_keys
 from core.services.devices import forget_push_registration
 from core.settings import Settings

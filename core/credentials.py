@@ -37,7 +37,7 @@ import anyio
 from core.adapters.fanout.base import Fanout, Subscription
 from core.clock import Clock
 from core.domain.secrets import digest
-from core.events import Deferred
+from core.runtime.events import Deferred
 
 log = logging.getLogger("relaybox.credentials")
 

@@ -26,9 +26,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from core.api.routing import until_disconnected
-from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services import consent
 from oauth.bridge import (
     Captured,

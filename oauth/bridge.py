@@ -25,8 +25,9 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from core.context import Core, Tx
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.tx import Tx
 
 MAX_FIELDS = 64
 Body = Literal["none", "form", "json"]

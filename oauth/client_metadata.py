@@ -23,8 +23,9 @@ import anyio
 import httpx
 from authlib.oauth2.rfc6749 import OAuth2Error
 
-from core.context import Core, Tx
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.tx import Tx
 from core.settings import Settings
 from oauth.metadata import is_loopback
 from oauth.registration import store_client, validate_metadata

@@ -25,8 +25,8 @@ from authlib.oauth2.rfc7636 import CodeChallenge
 from sqlalchemy import update
 from sqlmodel import col
 
-from core.context import Tx
 from core.domain.secrets import digest
+from core.runtime.tx import Tx
 from oauth import tokens
 from oauth.bridge import after, current
 from oauth.resource_indicators import check_token_resource

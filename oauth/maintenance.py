@@ -11,9 +11,9 @@ from pydantic import BaseModel
 from sqlalchemy import delete, or_
 from sqlmodel import col
 
-from core.context import Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
+from core.runtime.tx import Tx
 from oauth.tables import OAuthAuthorizationCode, OAuthClient, OAuthToken
 
 

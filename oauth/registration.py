@@ -23,8 +23,8 @@ from authlib.oauth2.rfc7591 import (
     InvalidRedirectURIError,
 )
 
-from core.context import Tx
 from core.domain.secrets import new_prefixed_id
+from core.runtime.tx import Tx
 from oauth.bridge import JsonBody, current
 from oauth.redirect_uris import redirect_host, redirect_uri_problem
 from oauth.scopes import TOLERATED

@@ -19,9 +19,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 
 from core.api.errors import PLAIN_NOT_FOUND
-from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.devices import charge_ip
 from oauth.authorize import ConsentFlow
 from oauth.bridge import (

@@ -20,11 +20,13 @@ from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from core.context import Core, Tx, read_only
 from core.credentials import Verification, access_token_tag, grant_tag, use_due
 from core.domain.secrets import digest, digests_match, new_prefixed_id
-from core.events import CredentialsRevoked
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.events import CredentialsRevoked
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.services.connector_grants import (
     ConnectorGrantCreate,
     create_connector_grant,

@@ -15,7 +15,7 @@ import oauth.tables  # noqa: F401  (SQLModel.metadata must hold the authorizatio
 from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core
+from core.runtime.core import Core
 from core.settings import Settings, explicit_settings
 from core.store.database import make_engine
 from tests.browser import browser, chromium  # noqa: F401  (Chromium, for every page test)

@@ -33,7 +33,7 @@ HOMES = {
     "redis": ("core/adapters/limits/redis.py", "core/adapters/fanout/redis.py"),
     "boto3": ("core/adapters/storage/s3.py",),
     "botocore": ("core/adapters/storage/s3.py",),
-    "sqlmodel": ("core/store/", "core/services/", "core/context.py", "oauth/"),
+    "sqlmodel": ("core/store/", "core/services/", "core/runtime/", "oauth/"),
 }
 
 

@@ -22,7 +22,7 @@ from core.api.errors import PLAIN_NOT_FOUND
 from core.api.health import openapi_response
 from core.api.openapi import build_openapi
 from core.api.routing import Endpoint, routes_by_path
-from core.context import Core
+from core.runtime.core import Core
 from core.settings import Settings
 
 BASE_ENDPOINTS: list[Endpoint] = [

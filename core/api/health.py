@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from core.api.routing import Call, Endpoint
-from core.context import ReadinessProbe
+from core.runtime.core import ReadinessProbe
 
 log = logging.getLogger("relaybox.health")
 

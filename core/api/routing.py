@@ -19,9 +19,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.auth import Accept, authenticated, bearer_from_header
 from core.services.limits import Limited, limit_headers
 

@@ -12,11 +12,12 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select
 
-from core.context import Tx, read_only
 from core.domain.attachments import FORMAT, seal_attachment
 from core.domain.filenames import UnsafeFilenameError, plain_name
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.store.prepared import PreparedStatement
 from core.store.tables import ParkedAttachment
 

@@ -14,12 +14,14 @@ import functools
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from core.context import Core, Tx, read_only
 from core.credentials import Verification, device_tag, sender_token_tag, use_due
 from core.domain.secrets import digest, digests_match, is_device_credential, is_sender_token
 from core.errors import RelayError
-from core.events import Deferred
 from core.principal import Principal, PrincipalKind
+from core.runtime.core import Core
+from core.runtime.events import Deferred
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.services.limits import peek_ip, peek_ip_outside_transaction
 from core.store.tables import Device, PairingCode, SenderToken
 

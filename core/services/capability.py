@@ -14,8 +14,8 @@ import enum
 
 from sqlmodel import col, select
 
-from core.context import Tx
 from core.errors import RelayError
+from core.runtime.tx import Tx
 from core.store.tables import Device
 
 UNKNOWN_BUILD_WARNING = "the phone has never reported its app version, so support for this is uncertain"

@@ -21,7 +21,7 @@ from sqlalchemy import update
 from sqlmodel import col
 
 from core.adapters.limits.base import LimitCheck
-from core.context import Tx
+from core.runtime.tx import Tx
 from core.store.tables import ConsentSession, PairingCode
 
 BUCKET_DIGITS = 1  # leading hex digits of the digest that name its bucket: 16 buckets

@@ -12,12 +12,12 @@ from pydantic import BaseModel, Field
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from core.context import Tx
 from core.credentials import grant_tag, use_due
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
-from core.events import CredentialsRevoked, Deferred
 from core.principal import CONNECTOR_SCOPES, Principal, PrincipalKind
+from core.runtime.events import CredentialsRevoked, Deferred
+from core.runtime.tx import Tx
 from core.services.devices import own_device
 from core.store.tables import ConnectorGrant
 

@@ -22,11 +22,12 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from core.context import Core, Tx
 from core.domain.secrets import digest, digests_match, new_pairing_code, new_prefixed_id, pairing_code_digest
 from core.errors import RelayError
-from core.events import Published
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.events import Published
+from core.runtime.tx import Tx
 from core.services.devices import charge_ip
 from core.store.tables import ConsentSession, Device, PairingCode
 
@@ -197,7 +198,7 @@ async def wait_for_consent(
         remaining = min(float(wait), current.expires_at - core.clock.now())
         if current.status != "pending" or remaining <= 0:
             return current
-        with core.long_poll(), anyio.move_on_after(remaining):  # shutdown ends the wait too
+        with core.waits.long_poll(), anyio.move_on_after(remaining):  # shutdown ends the wait too
             await confirmed.receive()
     return await core.run(get_consent_state, principal, session_id=session_id, browser_key=browser_key)
 

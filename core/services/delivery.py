@@ -12,10 +12,10 @@ from sqlalchemy import bindparam, delete, func, insert, select
 from sqlmodel import col
 
 from core.adapters.push.base import PushMessage, PushTarget, WebPushSubscription
-from core.context import Tx
 from core.domain import payloads
 from core.domain.canonical import canonical_json
-from core.events import EnvelopeQueued, PushRequested
+from core.runtime.events import EnvelopeQueued, PushRequested
+from core.runtime.tx import Tx
 from core.services.queue_wake import wake_message
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, QueuedEnvelope, WebPushSubscriptionRow

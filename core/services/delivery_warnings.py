@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import anyio
 
 from core.adapters.push.base import PushOutcome
-from core.context import Core
+from core.runtime.core import Core
 from core.services.delivery import Delivery
 
 
@@ -51,7 +51,7 @@ async def settle(core: Core, deliveries: Sequence[Delivery], *, what: str, kept_
             if delivery.awaited_push is not None:
                 tasks.start_soon(push, delivery)
     offline = [d.device_id for d in deliveries if not d.pushed]
-    streaming = await core.streaming(offline) if offline else set()
+    streaming = await core.presence.streaming(offline) if offline else set()
     warnings: list[str] = []
     if refused:
         warnings.append(push_refused(what, queued=all(d.seq is not None for d in refused)))

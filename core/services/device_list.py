@@ -5,8 +5,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import bindparam, exists, select
 
-from core.context import Core, Tx, quick_read, reusable
 from core.principal import SCOPE_DEVICES_READ, Principal, PrincipalKind
+from core.runtime.core import Core
+from core.runtime.marks import quick_read, reusable
+from core.runtime.tx import Tx
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, WebPushSubscriptionRow
 
@@ -33,7 +35,7 @@ class DeviceList(BaseModel):
 async def list_devices(core: Core, principal: Principal) -> DeviceList:
     """The account's devices with reachability; needs ``devices:read`` (or a device credential)."""
     rows = await core.run(account_devices, principal)
-    streaming = await core.streaming([summary.device_id for summary in rows])
+    streaming = await core.presence.streaming([summary.device_id for summary in rows])
     return DeviceList(
         devices=[
             summary.model_copy(update={"reachable": True})

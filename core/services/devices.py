@@ -12,12 +12,13 @@ from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
 from core.adapters.push.base import PushMessage, PushTarget
-from core.context import Tx, read_only
 from core.domain.keys import PUBLIC_KEY_SCHEMA, InvalidPublicKey, decode_public_key
 from core.domain.secrets import digest, digests_match, new_device_credential, new_prefixed_id, new_uuid
 from core.errors import RelayError
-from core.events import DeviceRevoked
 from core.principal import Principal
+from core.runtime.events import DeviceRevoked
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.services.delivery import push_target, request_push
 from core.store.tables import (
     Account,

@@ -10,12 +10,12 @@ from sqlalchemy import delete
 from sqlmodel import col
 
 from core.adapters.push.base import PushMessage
-from core.context import Tx
 from core.domain import payloads
 from core.domain.filenames import UnsafeFilenameError, sanitize_filename
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.principal import SCOPE_FILES_SEND, Principal
+from core.runtime.tx import Tx
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import push_target, request_push
 from core.services.devices import own_device

@@ -16,13 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 from sqlalchemy import update
 from sqlmodel import col, func, select
 
-from core.context import Core, Tx, read_only
 from core.domain import payloads
 from core.domain.canonical import canonical_json
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
-from core.events import Published
 from core.principal import SCOPE_APPROVALS_WRITE, Principal
+from core.runtime.core import Core
+from core.runtime.events import Published
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import send_server_message
 from core.services.devices import own_device
@@ -148,7 +150,7 @@ async def poll_interaction(
         deadline = core.clock.now() + min(float(wait), current.expires_at - core.clock.now())
         if current.status != "pending" or deadline <= core.clock.now():
             return current
-        with core.long_poll():  # shutdown ends the wait: the caller gets the state now
+        with core.waits.long_poll():  # shutdown ends the wait: the caller gets the state now
             while (remaining := deadline - core.clock.now()) > 0:
                 with anyio.move_on_after(remaining) as timer:
                     await answered.receive()

@@ -15,9 +15,10 @@ from pydantic import BaseModel, Field
 
 from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, RateLimiter, WindowKind
 from core.availability import DOWN_AS_UNAVAILABLE
-from core.context import Core, Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
+from core.runtime.core import Core
+from core.runtime.tx import Tx
 from core.settings import Settings
 
 

@@ -7,9 +7,9 @@ from pydantic import BaseModel
 from sqlalchemy import delete
 from sqlmodel import col
 
-from core.context import Tx
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
+from core.runtime.tx import Tx
 from core.services.transfers import expire_transfers
 from core.store.tables import (
     ConnectorGrant,

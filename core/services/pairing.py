@@ -21,7 +21,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
-from core.context import Core, Tx, read_only
 from core.domain.keys import PUBLIC_KEY_SCHEMA
 from core.domain.secrets import (
     PAIRING_CODE_PATTERN,
@@ -34,6 +33,9 @@ from core.domain.secrets import (
 )
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.services.code_guesses import charge_wrong_code
 from core.services.consent import confirm_consent_code, consent_code_is_live
 from core.services.devices import DeviceType, charge_ip, checked_public_key, own_device

@@ -16,13 +16,13 @@ from sqlalchemy import and_, bindparam, or_, sql, update
 from sqlmodel import col, select
 
 from core.adapters.push.base import PushMessage
-from core.context import Tx, read_only
 from core.domain.envelope import MIN_LENGTH, WIRE_VERSION
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
-from core.events import Deferred
-from core.group_commit import group_commit
 from core.principal import Principal, PrincipalKind
+from core.runtime.events import Deferred
+from core.runtime.marks import group_commit, read_only
+from core.runtime.tx import Tx
 from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
 from core.services.devices import own_device
 from core.services.queue_wake import blob_text

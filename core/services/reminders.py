@@ -21,11 +21,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from sqlalchemy import delete, func, select
 from sqlmodel import col
 
-from core.context import Core, Tx
 from core.domain import payloads
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.principal import SCOPE_REMINDERS_WRITE, Principal
+from core.runtime.core import Core
+from core.runtime.tx import Tx
 from core.services import wake_ups
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import QUEUE_LIFETIME_S, Delivery, send_server_message

@@ -10,9 +10,11 @@ from pydantic import Field
 
 from core.adapters.limits.base import LimitState
 from core.adapters.push.base import PushMessage
-from core.context import Core, Tx, read_only
 from core.errors import RelayError
 from core.principal import SCOPE_PHONE_CONTROL, Principal
+from core.runtime.core import Core
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import Delivery, push_target, request_push
 from core.services.delivery_warnings import settle

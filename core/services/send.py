@@ -14,13 +14,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import bindparam, sql
 
-from core.context import Tx
 from core.domain import payloads
 from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
-from core.group_commit import group_commit
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
+from core.runtime.marks import group_commit
+from core.runtime.tx import Tx
 from core.services import attachments
 from core.services.attachments import SealedAttachment
 from core.services.delivery import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S, send_server_message

@@ -17,10 +17,10 @@ from typing import Any, Final
 
 import anyio
 
-from core.context import Core
 from core.errors import RelayError
-from core.events import device_topic
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.events import device_topic
 from core.services.queue_wake import carried
 from core.services.relay import QueueItem, read_queue
 
@@ -39,12 +39,12 @@ async def follow_queue(
     core: Core, principal: Principal, *, after: int
 ) -> AsyncGenerator[QueueItem | LivePush | str, None]:
     device_id = principal.require_device()
-    core.stream_opened(device_id)
+    core.presence.opened(device_id)
     try:
         async for item in _follow(core, principal, device_id, after):
             yield item
     finally:
-        core.stream_closed(device_id)
+        core.presence.closed(device_id)
 
 
 async def _follow(
@@ -67,10 +67,10 @@ async def _follow(
                 read_store = False
             # One scope ends the wait at shutdown or after the keep-alive interval: it is held for
             # as long as the stream is idle, by every open stream.
-            with core.until_shutdown() as waited:
+            with core.waits.until_shutdown() as waited:
                 waited.deadline = anyio.current_time() + core.settings.stream_keepalive_s
                 received: tuple[str, str] | None = await wakeups.receive()
-            if core.shutting_down:
+            if core.waits.shutting_down:
                 return  # the server is stopping: end the response cleanly; the device resumes elsewhere
             if waited.cancelled_caught:
                 yield KEEPALIVE

@@ -11,14 +11,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import col, func, select
 
-from core.context import Tx, read_only
 from core.credentials import sender_token_tag
 from core.domain import payloads
 from core.domain.notification import PRIORITIES
 from core.domain.secrets import digest, new_prefixed_id, new_sender_token
 from core.errors import RelayError
-from core.events import CredentialsRevoked
 from core.principal import SENDER_TOKEN_SCOPES, Principal
+from core.runtime.events import CredentialsRevoked
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.services.delivery import send_server_message
 from core.services.devices import own_device
 from core.store.tables import Device, SenderToken

@@ -14,12 +14,13 @@ from sqlalchemy import delete, func
 from sqlmodel import col, select
 
 from core.adapters.storage.base import object_key
-from core.context import Tx, read_only
 from core.domain.chunks import TAG_LENGTH
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
-from core.events import TransfersEnded
 from core.principal import Principal
+from core.runtime.events import TransfersEnded
+from core.runtime.marks import read_only
+from core.runtime.tx import Tx
 from core.services.devices import own_device
 from core.services.relay import paired_recipient
 from core.store.tables import Account, FileTransfer

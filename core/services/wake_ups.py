@@ -19,10 +19,11 @@ from sqlalchemy import delete, select
 from sqlmodel import col
 
 from core.adapters.push.base import PushMessage, PushTarget
-from core.context import Core, Tx
 from core.domain import payloads
 from core.domain.secrets import new_prefixed_id
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.tx import Tx
 from core.services.delivery import push_target
 from core.store.tables import Device, ScheduledWakeUp
 

@@ -69,7 +69,7 @@ def make_engine(url: str) -> Engine:
         if connection.get_execution_options().get(READ_ONLY):
             # A deferred BEGIN takes no lock and so cannot be busy: straight to the driver, which
             # costs a fraction of a statement through the engine. A quick read has begun on the
-            # driver already (``core.loop_reader``): SQLAlchemy's transaction then joins it.
+            # driver already (``core.runtime.loop_reader``): SQLAlchemy's transaction then joins it.
             driver = connection.connection.driver_connection
             if not driver.in_transaction:
                 driver.execute("BEGIN")

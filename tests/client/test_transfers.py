@@ -23,8 +23,8 @@ from client.progress import Progress
 from client.state import DeviceState
 from client.sync_follower import SyncEvent, SyncFollower
 from client.transfers import Offer, TransferError, parse_offer, send_file
-from core.context import Core
 from core.domain.chunks import ChunkError
+from core.runtime.core import Core
 
 CHUNK = 1000
 

@@ -12,8 +12,8 @@ from sqlmodel import col
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.secrets import digest
+from core.runtime.core import Core
 from oauth.tables import OAuthToken
 from tests.helpers import register_phone
 from tests.oauth.flow import ISSUER, RESOURCE, connect

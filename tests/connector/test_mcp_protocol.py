@@ -14,8 +14,8 @@ from mcp import Client, MCPError
 from mcp.types import METHOD_NOT_FOUND
 
 from connector.mcp_server import build_mcp
-from core.context import Core
 from core.principal import CONNECTOR_SCOPES, Principal
+from core.runtime.core import Core
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.assembly import create_app
 from connector.auth_gate import MAX_BODY_BYTES, McpAuthGate
-from core.context import Core
+from core.runtime.core import Core
 from tests.connector.test_mcp_token_cache import modern_call
 from tests.connector.test_operations import sample
 from tests.helpers import register_phone

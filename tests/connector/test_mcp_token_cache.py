@@ -19,9 +19,9 @@ import connector.auth_gate
 import oauth.tokens
 from connector.auth_gate import McpAuthGate
 from core.clock import ManualClock
-from core.context import Core
 from core.credentials import DEFAULT_TTL_S, USE_GRANULARITY_S
 from core.domain.secrets import digest
+from core.runtime.core import Core
 from tests.connector.test_mcp_auth import call
 from tests.helpers import FakeDevice, register_phone
 from tests.oauth.flow import Authorization, connect, refresh

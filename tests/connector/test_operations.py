@@ -22,8 +22,8 @@ from app.logs import JsonFormatter, RedactSecrets, log_config, request_id, route
 from app.serve import AnnouncingServer, serve
 from core.api import health
 from core.bootstrap import build_core
-from core.context import Core
 from core.domain.secrets import new_sender_token
+from core.runtime.core import Core
 from core.settings import explicit_settings
 from tests.helpers import create_token, register_phone
 from tests.services import require_redis
@@ -143,13 +143,13 @@ def test_metrics_count_requests_by_route_template_never_by_path(client: TestClie
 
 def test_metrics_read_pushes_streams_and_polls_from_the_core(client: TestClient, core: Core) -> None:
     core.push.outcomes["sent"] += 3
-    core.stream_opened("dev_a")
-    core.waiting_polls += 2
+    core.presence.opened("dev_a")
+    core.waits.long_polls += 2
     try:
         text = client.get("/metrics").text
     finally:
-        core.stream_closed("dev_a")
-        core.waiting_polls -= 2
+        core.presence.closed("dev_a")
+        core.waits.long_polls -= 2
     assert sample(text, "relaybox_pushes_total", outcome="sent") == 3
     assert sample(text, "relaybox_pushes_total", outcome="no_route") == 0
     assert sample(text, "relaybox_open_streams") == 1
@@ -192,21 +192,23 @@ async def test_open_streams_and_waiting_polls_show_while_they_wait_and_end_at_sh
 
                     tasks.start_soon(poll)
                     for _ in range(250):  # up to 5 s for the poll to start waiting
-                        if core.waiting_polls == 1:
+                        if core.waits.long_polls == 1:
                             break
                         await anyio.sleep(0.02)
                     text = http.get("/metrics").text
                     assert sample(text, "relaybox_open_streams") == 1
                     assert sample(text, "relaybox_waiting_polls") == 1
                     started = time.monotonic()
-                    await anyio.to_thread.run_sync(core.begin_shutdown)  # as AnnouncingServer.shutdown does
+                    await anyio.to_thread.run_sync(
+                        core.waits.begin_shutdown
+                    )  # as AnnouncingServer.shutdown does
                 with anyio.fail_after(5):
                     async for _ in frames:  # the stream ends normally: no protocol error
                         pass
             elapsed = time.monotonic() - started
     assert polled[0].status_code == 200 and polled[0].json()["status"] == "pending"
     assert elapsed < 2
-    assert core.waiting_polls == 0 and core.open_stream_count == 0
+    assert core.waits.long_polls == 0 and core.presence.open_streams == 0
 
 
 # -- request ids and JSON log lines ---------------------------------------------------------------
@@ -327,4 +329,4 @@ def test_serve_trusts_forwarded_headers_from_the_configured_proxies_and_hooks_sh
     assert server.config.proxy_headers is True
     assert server.config.forwarded_allow_ips == "10.0.0.0/8"
     assert server.config.log_config["handlers"]["access"]["formatter"] == "json"  # type: ignore[index]
-    assert server.on_shutdown == core.begin_shutdown
+    assert server.on_shutdown == core.waits.begin_shutdown

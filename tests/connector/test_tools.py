@@ -20,11 +20,11 @@ from connector import outputs
 from connector.mcp_server import build_mcp
 from connector.tool_set import TOOLS
 from connector.tools import TOOL_SCOPES, bind
-from core.context import Core
 from core.domain.envelope import open_envelope
 from core.domain.keys import generate_keypair
 from core.errors import RelayError
 from core.principal import CONNECTOR_SCOPES, Principal
+from core.runtime.core import Core
 from core.services import interactions
 from tests.helpers import FakeDevice, b64
 

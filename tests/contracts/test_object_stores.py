@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 
 from core.adapters.storage.s3 import S3ObjectStore
 from core.clock import ManualClock
-from core.context import Core
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.maintenance import sweep_expired
 from core.settings import Settings, explicit_settings
 from tests.helpers import FakeDevice, pair_computer, register_phone

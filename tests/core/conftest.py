@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.context import Core
+from core.runtime.core import Core
 
 
 @pytest.fixture

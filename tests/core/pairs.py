@@ -6,10 +6,10 @@ import base64
 import secrets
 from dataclasses import dataclass
 
-from core.context import Core
 from core.domain.envelope import seal
 from core.domain.keys import generate_keypair
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.auth import Accept, authenticate
 from core.services.devices import DeviceCreate, register_phone
 from core.services.pairing import PairConfirm, PairInit, confirm_pairing, init_pairing

@@ -22,13 +22,14 @@ import redis.asyncio
 from core.adapters.fanout.memory import MemoryFanout, MemorySubscription
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core, Tx
 from core.credentials import CREDENTIALS_TOPIC, CredentialCache, Verification, revocation_message
 from core.domain.keys import generate_keypair
 from core.domain.secrets import digest, new_prefixed_id
 from core.errors import RelayError
-from core.events import Deferred
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.events import Deferred
+from core.runtime.tx import Tx
 from core.services.auth import Accept, authenticated
 from core.services.connector_grants import (
     ConnectorGrantCreate,

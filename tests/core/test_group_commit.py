@@ -17,10 +17,12 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from core.adapters.limits.base import LimitCheck
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core, Tx
 from core.errors import RelayError
-from core.group_commit import CoreStoppedError, GroupCommitter, Write, group_commit
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.group_commit import CoreStoppedError, GroupCommitter, Write
+from core.runtime.marks import group_commit
+from core.runtime.tx import Tx
 from core.services.auth import Accept, authenticate
 from core.services.delivery import enqueue
 from core.services.relay import EnvelopeAccepted, EnvelopeCreate, read_queue, relay_envelope

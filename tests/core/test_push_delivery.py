@@ -17,8 +17,8 @@ from starlette.testclient import TestClient
 from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.envelope import open_envelope, seal
+from core.runtime.core import Core
 from core.settings import Settings
 from core.store.tables import QueuedEnvelope
 from tests.fakes.fcm_server import INTERNAL, UNREGISTERED, FakeFcm, make_service_account

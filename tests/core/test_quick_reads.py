@@ -13,12 +13,14 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
 
-from core.context import Core, Tx, quick_read, reusable
 from core.domain.keys import generate_keypair
 from core.errors import RelayError
-from core.events import Published
-from core.loop_reader import SQLITE_BUSY, sqlite_driver
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.events import Published
+from core.runtime.loop_reader import SQLITE_BUSY, sqlite_driver
+from core.runtime.marks import quick_read, reusable
+from core.runtime.tx import Tx
 from core.services.auth import Accept, authenticate
 from core.services.device_list import list_devices
 from core.services.devices import DeviceCreate, register_phone

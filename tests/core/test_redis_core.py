@@ -17,11 +17,11 @@ from core.adapters.fanout.redis import RedisFanout
 from core.adapters.limits.redis import RedisRateLimiter
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.envelope import seal
 from core.domain.keys import generate_keypair
-from core.events import device_topic
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.events import device_topic
 from core.services.auth import Accept, authenticate
 from core.services.delivery_warnings import not_connected
 from core.services.device_list import list_devices

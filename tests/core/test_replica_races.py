@@ -26,11 +26,11 @@ from sqlalchemy import Engine, inspect, text
 from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.envelope import seal
 from core.domain.keys import generate_keypair
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.auth import Accept, authenticate
 from core.services.devices import DeviceCreate, register_phone
 from core.services.interactions import Answer, InteractionCreate, answer_interaction, create_interaction

@@ -13,9 +13,9 @@ import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from core.adapters.fanout.memory import MemoryFanout
-from core.context import Core
-from core.events import device_topic
 from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.events import device_topic
 from core.services import stream
 from core.services.queue_wake import CARRIED_MAX_CHARS
 from core.services.relay import QueueItem, read_queue, relay_envelope

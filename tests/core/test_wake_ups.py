@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.envelope import open_envelope
+from core.runtime.core import Core
 from core.services import wake_ups
 from core.settings import Settings
 from core.store.tables import ScheduledWakeUp

@@ -12,7 +12,7 @@ from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
+from core.runtime.core import Core
 from core.services import consent, pairing
 from core.store.tables import ConsentSession, Device
 from tests.helpers import error_code, register_phone, start_pairing

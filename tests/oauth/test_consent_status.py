@@ -9,7 +9,7 @@ import anyio
 import httpx
 import pytest
 
-from core.context import Core
+from core.runtime.core import Core
 from core.services import consent
 from tests.helpers import register_phone
 from tests.oauth.flow import Authorization, confirm_on_phone, open_consent, register_client

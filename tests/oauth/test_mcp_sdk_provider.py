@@ -22,7 +22,7 @@ import httpx2
 import pytest
 
 from core.bootstrap import build_core
-from core.context import Core
+from core.runtime.core import Core
 from core.settings import explicit_settings
 from oauth.tokens import verify_access_token
 from tests.connector.sdk_oauth import ApprovingBrowser, MemoryStorage, cli_confirmer, oauth_provider

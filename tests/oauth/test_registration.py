@@ -11,8 +11,8 @@ from sqlmodel import Session
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
 from core.principal import Principal
+from core.runtime.core import Core
 from core.settings import Settings, explicit_settings
 from oauth.maintenance import sweep_oauth
 from oauth.tables import OAuthClient

@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 
 from starlette.testclient import TestClient
 
-from core.context import Core
 from core.principal import Principal
+from core.runtime.core import Core
 from oauth.tokens import check_access_token
 from tests.helpers import register_phone
 from tests.oauth.flow import connect, refresh, register_client

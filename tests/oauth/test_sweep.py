@@ -9,9 +9,9 @@ from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.maintenance import sweep_expired
 from core.store.tables import ConsentSession
 from oauth.maintenance import sweep_oauth

@@ -11,9 +11,9 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
 from core.principal import Principal, PrincipalKind
 from core.redaction import redact
+from core.runtime.core import Core
 from oauth.tokens import VerifiedToken, check_access_token, verify_access_token
 from tests.helpers import register_phone, tables_containing
 from tests.oauth.flow import (

@@ -26,8 +26,8 @@ from starlette.testclient import TestClient
 
 from app.assembly import create_app
 from core.bootstrap import build_core
-from core.context import Core
 from core.domain.secrets import digest
+from core.runtime.core import Core
 from core.settings import Settings
 from tests.connector.test_mcp_auth import ACCEPT
 from tests.fakes.fcm_server import FakeFcm, make_service_account

@@ -8,9 +8,9 @@ import random
 
 import httpx
 
-from core.context import Core
 from core.domain.secrets import pairing_code_digest
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.code_guesses import guess_bucket
 from core.services.consent import ConsentStart, ConsentStarted, start_consent
 from tests.helpers import FakeDevice, error_code, register_phone, start_pairing

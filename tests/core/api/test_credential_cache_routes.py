@@ -11,9 +11,9 @@ from sqlmodel import col
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
 from core.credentials import USE_GRANULARITY_S
 from core.domain.secrets import digest
+from core.runtime.core import Core
 from core.store.tables import SenderToken
 from tests.helpers import FakeDevice, create_token, error_code, pair_computer, register_phone, start_pairing
 

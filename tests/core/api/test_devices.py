@@ -7,7 +7,7 @@ from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
+from core.runtime.core import Core
 from core.store.tables import Account, Device
 from tests.helpers import b64, error_code, pair_computer, register_phone
 

@@ -9,9 +9,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.interactions import Answer, answer_interaction
 from tests.helpers import FakeDevice, create_token, error_code, register_phone, tables_containing
 

@@ -11,8 +11,8 @@ import anyio
 import httpx
 import pytest
 
-from core.context import Core
 from core.domain.envelope import open_envelope
+from core.runtime.core import Core
 from tests.helpers import FakeDevice, create_token, register_phone
 from tests.sse import events, next_data_event
 

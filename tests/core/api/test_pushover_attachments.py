@@ -13,9 +13,9 @@ import pytest
 from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
-from core.context import Core
 from core.domain.attachments import open_attachment
 from core.domain.envelope import open_envelope
+from core.runtime.core import Core
 from core.services.attachments import MAX_BYTES
 from core.store.tables import QueuedEnvelope
 from tests.helpers import FakeDevice, create_token, pair_computer, register_phone, tables_containing

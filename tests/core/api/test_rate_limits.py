@@ -12,8 +12,8 @@ from app.assembly import create_app
 from core.adapters.limits.base import LimitCheck, WindowKind
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.secrets import digest
+from core.runtime.core import Core
 from core.settings import Settings
 from tests.helpers import create_token, error_code, register_phone
 

@@ -9,9 +9,9 @@ from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.envelope import seal
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.relay import read_queue
 from core.store.tables import QueuedEnvelope
 from tests.helpers import FakeDevice, error_code, pair_computer, register_phone

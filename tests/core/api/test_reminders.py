@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
+from core.runtime.core import Core
 from core.services.delivery import QUEUE_CAP
 from core.services.reminders import LATE_FIRE_S
 from core.store.tables import QueuedEnvelope

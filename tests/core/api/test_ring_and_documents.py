@@ -13,10 +13,10 @@ from starlette.testclient import TestClient
 from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.envelope import open_envelope
 from core.errors import RelayError
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.documents import DocumentCreate, send_document
 from core.settings import Settings
 from core.store.tables import ParkedDocument

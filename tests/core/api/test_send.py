@@ -9,8 +9,8 @@ import pytest
 from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
-from core.context import Core
 from core.domain.envelope import open_envelope
+from core.runtime.core import Core
 from core.store.tables import QueuedEnvelope
 from tests.helpers import FakeDevice, create_token, error_code, pair_computer, register_phone
 

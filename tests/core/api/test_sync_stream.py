@@ -14,8 +14,8 @@ import pytest
 from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.context import Core
 from core.domain.envelope import open_envelope, seal
+from core.runtime.core import Core
 from core.settings import Settings
 from tests.helpers import FakeDevice, Http, pair_computer, register_phone
 from tests.live import serve_in_thread
@@ -180,11 +180,11 @@ async def test_a_client_that_hangs_up_is_let_go_at_once_not_at_the_next_keep_ali
         async with client.stream("GET", "/v1/sync", headers=computer.auth) as response:
             with anyio.fail_after(5):
                 await anext(events(response))  # the opening comment: the stream is up
-            assert core.open_stream_count == 1
-            assert await core.streaming([computer.device_id]) == {computer.device_id}
+            assert core.presence.open_streams == 1
+            assert await core.presence.streaming([computer.device_id]) == {computer.device_id}
         # Leaving the block closes the connection while the stream waits for wake-ups.
     with anyio.fail_after(2):
-        while core.open_stream_count or await core.streaming([computer.device_id]):  # noqa: ASYNC110 (server state)
+        while core.presence.open_streams or await core.presence.streaming([computer.device_id]):  # noqa: ASYNC110 (server state)
             await anyio.sleep(0.02)
     sync_http.close()
 

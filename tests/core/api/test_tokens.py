@@ -9,8 +9,8 @@ from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
-from core.context import Core
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.maintenance import sweep_expired
 from core.store.tables import QueuedEnvelope, SenderToken
 from tests.helpers import create_token, error_code, pair_computer, register_phone

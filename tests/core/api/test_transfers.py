@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from core.adapters.storage.local import LocalObjectStore
 from core.clock import ManualClock
-from core.context import Core
 from core.principal import Principal
+from core.runtime.core import Core
 from core.services.maintenance import sweep_expired
 from core.services.transfers import end_transfer
 from core.settings import Settings, explicit_settings

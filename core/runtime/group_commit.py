@@ -1,5 +1,5 @@
-"""Group commit: on SQLite, hot writes submitted while another group is being written share the
-next transaction.
+"""Run mode "group commit", for a ``@group_commit`` operation on SQLite while the Core runs: hot
+writes submitted while another group is being written share the next transaction.
 
 SQLite has one writer at a time, so under load every write waits for the lock anyway; what each
 pays on top of its own statements — a worker-thread hop, a session, BEGIN IMMEDIATE and COMMIT —
@@ -23,29 +23,24 @@ write with prepared statements.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
+from sqlalchemy import Engine
+from sqlmodel import Session
 
-from core.events import Event
 from core.principal import Principal
+from core.runtime.events import Event
+from core.runtime.transaction import run_in_transaction
+from core.runtime.tx import MakeTx, Outcome
+from core.store.database import session_scope
+from core.store.savepoint import in_savepoint, in_transaction
 
-GROUP_COMMIT_MARK = "__relaybox_group_commit__"
 MAX_GROUP = 64  # operations in one transaction: bounds the time the others in it wait
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def group_commit(op: F) -> F:
-    """Mark a short write that may share its transaction with others (see the module docstring)."""
-    setattr(op, GROUP_COMMIT_MARK, True)
-    return op
-
-
-def is_group_commit(op: Callable[..., Any]) -> bool:
-    return bool(getattr(op, GROUP_COMMIT_MARK, False))
 
 
 @dataclass(eq=False)
@@ -125,3 +120,48 @@ class GroupCommitter:
             if not write.settled:
                 write.failed(error)
             write.done.set()
+
+
+def write_group(engine: Engine, sqlite_writer: threading.Lock, make_tx: MakeTx, writes: list[Write]) -> None:
+    """On a worker thread: the group in one transaction, each write in a savepoint of its own,
+    so that one that raises is rolled back alone and the others are still written. Each write
+    runs exactly once (what it did outside the transaction, such as charging rate limits, is
+    not repeated): when the transaction itself fails, so does every write it held."""
+    if len(writes) == 1:
+        [write] = writes
+        try:
+            write.succeeded(
+                *run_in_transaction(
+                    engine, sqlite_writer, make_tx, write.op, write.principal, write.args, write.kw
+                )
+            )
+        except Exception as error:
+            write.failed(error)
+        return
+    outcomes: list[Outcome[Any] | Exception] = []
+    try:
+        with sqlite_writer, session_scope(engine) as session:
+            for write in writes:
+                outcome = _write_in_savepoint(session, make_tx, write)
+                outcomes.append(outcome)
+                if isinstance(outcome, Exception) and not in_transaction(session):
+                    raise outcome  # it ended the whole transaction (a failed ORM flush, disk full)
+    except Exception as error:  # rolled back: what failed alone keeps its own error
+        outcomes = [o if isinstance(o, Exception) else error for o in outcomes]
+        outcomes += [error] * (len(writes) - len(outcomes))
+    for write, outcome in zip(writes, outcomes, strict=True):
+        if isinstance(outcome, Exception):
+            write.failed(outcome)
+        else:
+            write.succeeded(*outcome)
+
+
+def _write_in_savepoint(session: Session, make_tx: MakeTx, write: Write) -> Outcome[Any] | Exception:
+    tx = make_tx(session)
+    try:
+        result = in_savepoint(
+            session, functools.partial(write.op, tx, write.principal, *write.args, **write.kw)
+        )
+    except Exception as error:
+        return error
+    return result, tx.events

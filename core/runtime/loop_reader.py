@@ -1,4 +1,5 @@
-"""The connection ``@quick_read`` operations run on, on the event loop itself (SQLite files only).
+"""Run mode "quick read", for a ``@quick_read`` operation when the database is a SQLite file: it runs
+on the event loop itself, on a connection kept for it (``LoopReader``; ``read_on_loop``).
 
 A WAL reader never waits for a writer, so a read of a few rows by index costs less on the loop than
 the hop to a worker thread and back. The connection is opened once, on a worker thread, and kept;
@@ -19,18 +20,22 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
+from core.principal import Principal
+from core.runtime.marks import reuse_key
+from core.runtime.tx import MakeTx, Outcome
 from core.store.database import READ_ONLY
 from core.store.prepared import run_on_driver
 
 SQLITE_BUSY = 5
 MAX_KEPT = 1024  # results kept at once (a key per operation, principal and arguments)
 NOT_KEPT = object()
+T = TypeVar("T")
 
 
 class LoopReader:
@@ -144,3 +149,45 @@ def sqlite_driver(connection: Connection) -> sqlite3.Connection:
     driver = connection.connection.driver_connection
     assert isinstance(driver, sqlite3.Connection)
     return driver
+
+
+async def read_on_loop(
+    reader: LoopReader,
+    make_tx: MakeTx,
+    running: Callable[[], bool],
+    op: Callable[..., T],
+    principal: Principal,
+    args: tuple[Any, ...],
+    kw: dict[str, Any],
+) -> Outcome[T] | None:
+    """Run a quick read on the loop's own connection; ``None`` when the database is busy (the
+    caller then runs it on a worker thread) or the Core stopped (``running()`` is false) while the
+    connection opened."""
+    connection = reader.opened or await reader.connection()
+    if not running():
+        reader.close()
+        return None
+    key = reuse_key(op, principal, args, kw)
+    if key is not None:
+        kept = reader.kept(connection, key)
+        if kept is not NOT_KEPT:
+            return kept, []
+    tx = make_tx(read_connection=connection)
+
+    def run() -> T:
+        try:
+            result = op(tx, principal, *args, **kw)
+            session = tx.opened_session
+            if session is not None and (session.new or session.dirty or session.deleted):
+                raise RuntimeError("a read-only operation changed rows")
+            return result
+        finally:
+            if tx.opened_session is not None:
+                tx.opened_session.close()
+
+    done, result = reader.read(connection, run)
+    if not done:
+        return None
+    if key is not None and not tx.events:
+        reader.keep(key, result)
+    return result, tx.events

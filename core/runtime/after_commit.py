@@ -1,0 +1,93 @@
+"""What the Core does with an operation's events once its transaction has committed: one handler per
+event type, in ``AfterCommit.handlers``. Fan-out and forgetting credentials happen before the
+request is answered; push and deferred bookkeeping run in the background, off the request path."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, get_args
+
+import anyio
+
+from core.credentials import CREDENTIALS_TOPIC, device_tag, revocation_message
+from core.principal import Principal
+from core.runtime.events import (
+    CredentialsRevoked,
+    Deferred,
+    DeviceRevoked,
+    EnvelopeQueued,
+    Event,
+    Published,
+    PushRequested,
+    TransfersEnded,
+    device_topic,
+)
+
+if TYPE_CHECKING:
+    from core.runtime.core import Core
+
+log = logging.getLogger("relaybox.core")
+Handler = Callable[[Any], Awaitable[None]]
+
+
+class AfterCommit:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.handlers: dict[type[Event], Handler] = {
+            EnvelopeQueued: self._wake_recipient,
+            DeviceRevoked: self._close_device,
+            CredentialsRevoked: self._forget_credentials,
+            Published: self._publish,
+            PushRequested: self._push_later,
+            Deferred: self._defer,
+            TransfersEnded: self._delete_objects,
+        }
+        assert set(self.handlers) == set(get_args(Event)), "every event type has a handler"
+
+    async def __call__(self, events: list[Event]) -> None:
+        for event in events:
+            await self.handlers[type(event)](event)
+
+    async def _wake_recipient(self, event: EnvelopeQueued) -> None:
+        await self.core.fanout.publish(device_topic(event.recipient_device_id), event.message)
+
+    async def _close_device(self, event: DeviceRevoked) -> None:
+        await self._forget_credentials(CredentialsRevoked((device_tag(event.device_id),)))
+        await self.core.fanout.publish(device_topic(event.device_id), json.dumps({"revoked": True}))
+
+    async def _forget_credentials(self, event: CredentialsRevoked) -> None:
+        """Forget revoked credentials here before the revoking request is answered, and tell the
+        other replicas."""
+        self.core.credentials.drop(event.tags)
+        await self.core.fanout.publish(CREDENTIALS_TOPIC, revocation_message(event.tags))
+
+    async def _publish(self, event: Published) -> None:
+        await self.core.fanout.publish(event.topic, event.message)
+
+    async def _push_later(self, event: PushRequested) -> None:
+        self.core.spawn(self._push, event)
+
+    async def _push(self, event: PushRequested) -> None:
+        try:
+            await self.core.push.send(event.target, event.message)
+        except Exception:
+            log.exception("push failed unexpectedly", extra={"push_type": event.message.type})
+
+    async def _defer(self, event: Deferred) -> None:
+        self.core.spawn(self.run_deferred, event)
+
+    async def run_deferred(self, event: Deferred) -> None:
+        try:
+            await self.core.run(event.op, Principal.system(), **event.kwargs)
+        except Exception:
+            log.exception("deferred bookkeeping failed", extra={"op": getattr(event.op, "__name__", "?")})
+
+    async def _delete_objects(self, event: TransfersEnded) -> None:
+        """Inline: once a transfer is ended, its objects are gone before the caller hears so."""
+        for transfer_id in event.transfer_ids:
+            try:
+                await anyio.to_thread.run_sync(self.core.objects.delete_transfer, transfer_id)
+            except Exception:
+                log.exception("deleting a transfer's objects failed", extra={"transfer_id": transfer_id})

@@ -1,0 +1,69 @@
+"""``Tx``: what a plain operation receives — its transaction, and the parts of the Core it may use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
+
+from sqlalchemy import Connection
+from sqlmodel import Session
+
+from core.adapters.limits.base import RateLimiter
+from core.adapters.push.base import PushTarget
+from core.adapters.storage.base import ObjectStore
+from core.clock import Clock
+from core.principal import Principal
+from core.runtime.events import Event
+from core.server_keys import ServerKeys
+from core.settings import Settings
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass
+class Tx:
+    """One operation's view of the Core: one transaction, plus what it may use."""
+
+    settings: Settings
+    clock: Clock
+    keys: ServerKeys
+    limiter: RateLimiter
+    push_available: Callable[[PushTarget], bool]
+    objects: ObjectStore
+    web_push_enabled: bool = False
+    events: list[Event] = field(default_factory=list)
+    read_connection: Connection | None = None  # a quick read's connection, in its transaction
+    opened_session: Session | None = None  # the ORM session, once there is one
+
+    @property
+    def session(self) -> Session:
+        """The transaction's ORM session. A quick read gets one only if it asks (most read with
+        ``connection()`` alone, and a session costs more than their statement); it joins the
+        read's transaction."""
+        if self.opened_session is None:
+            self.opened_session = Session(bind=self.read_connection, expire_on_commit=False)
+        return self.opened_session
+
+    def connection(self) -> Connection:
+        """The transaction's connection, for statements run without the ORM."""
+        return self.read_connection if self.read_connection is not None else self.session.connection()
+
+    def now(self) -> int:
+        return int(self.clock.now())
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+
+SyncOp = Callable[Concatenate[Tx, Principal, P], T]
+
+
+class MakeTx(Protocol):
+    """The Core's ``Tx`` factory, for a session (worker thread, group) or a quick read's connection."""
+
+    def __call__(self, session: Session | None = None, read_connection: Connection | None = None) -> Tx: ...
+
+
+Outcome = tuple[T, list[Event]]  # an operation's result and the events it emitted
