@@ -1,4 +1,10 @@
-"""Alembic environment: runs against the connection handed in by ``core.store.migrate``."""
+"""Alembic environment: runs against the connection handed in by ``core.store.migrate``.
+
+The history holds the core's tables and the authorization server's (``oauth.tables``), but this
+module imports only the core's: ``target_metadata`` is what the process has registered on
+``SQLModel.metadata``, which matters only for comparing the schema with the models (the
+application, and ``tests/core/store/test_migrations.py``, import ``oauth.tables`` too). Running the
+migrations reads nothing from it."""
 
 from __future__ import annotations
 
@@ -6,7 +12,6 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import core.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
-import oauth.tables  # noqa: F401  (the authorization server's tables share this history)
 
 config = context.config
 target_metadata = SQLModel.metadata

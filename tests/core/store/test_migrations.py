@@ -9,6 +9,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import SQLModel
 
+import oauth.tables  # noqa: F401  (the authorization server's tables share the migration history)
 from core.store import migrate
 from core.store.database import make_engine
 
