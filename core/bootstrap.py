@@ -17,7 +17,7 @@ from core.clock import Clock, SystemClock
 from core.principal import Principal
 from core.runtime.core import Core
 from core.server_keys import ServerKeys, load_server_keys
-from core.services.devices import forget_push_registration
+from core.services.push_registration import forget_push_registration
 from core.settings import Settings
 from core.store import migrate
 from core.store.database import is_sqlite, make_engine

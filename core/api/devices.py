@@ -6,7 +6,7 @@ from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response
 
 from core.api.routing import Call, Endpoint
-from core.services import device_list, devices
+from core.services import device_list, devices, push_registration
 from core.services.auth import Accept
 
 
@@ -25,7 +25,7 @@ async def update_my_device(call: Call) -> BaseModel:
 
 
 async def verify_push_registration(call: Call) -> BaseModel:
-    body = call.body_as(devices.RegistrationProof)
+    body = call.body_as(push_registration.RegistrationProof)
     return await call.core.run(devices.verify_push_registration, call.principal, body=body)
 
 
@@ -80,7 +80,7 @@ ENDPOINTS = [
         verify_push_registration,
         "Echo a reg_challenge to prove an FCM registration",
         auth=Accept.DEVICE,
-        body=devices.RegistrationProof,
+        body=push_registration.RegistrationProof,
         response=devices.DeviceOut,
         errors=("invalid_registration",),
         tag="devices",

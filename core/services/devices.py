@@ -1,9 +1,9 @@
 """Devices: a phone registers (creating its account), devices update themselves, report status,
-prove FCM registrations, and disconnect."""
+prove FCM registrations, and disconnect. How a device's push route is registered and proved is
+``core.services.push_registration``."""
 
 from __future__ import annotations
 
-import secrets
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
@@ -11,15 +11,23 @@ from sqlalchemy import delete, or_
 from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
-from core.adapters.push.base import PushMessage, PushTarget
+from core.adapters.push.base import PushMessage
 from core.domain.keys import PUBLIC_KEY_SCHEMA, InvalidPublicKey, decode_public_key
-from core.domain.secrets import digest, digests_match, new_device_credential, new_prefixed_id, new_uuid
+from core.domain.secrets import digest, new_device_credential, new_uuid
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.events import DeviceRevoked
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services.delivery import push_target, request_push
+from core.services.push_registration import (
+    PushRoute,
+    RegistrationProof,
+    WebPushIn,
+    apply_push_settings,
+    prove_push_registration,
+    push_route,
+)
 from core.store.tables import (
     Account,
     Device,
@@ -33,13 +41,6 @@ from core.store.tables import (
 DeviceType = Literal["extension", "android", "web"]  # web: a browser (the web app) as the phone or a computer
 SurfaceKind = Literal["phone", "extension", "pwa", "cli", "desktop"]
 Name = Field(default="", max_length=64)
-
-
-class WebPushIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    endpoint: str = Field(min_length=8, max_length=2048)
-    p256dh: str = Field(min_length=1, max_length=128)
-    auth: str = Field(min_length=1, max_length=64)
 
 
 class DeviceCreate(BaseModel):
@@ -82,14 +83,8 @@ class DeviceOut(BaseModel):
     name: str
     public_key: str
     app_build: int | None = None  # omitted when None, like every None in a response
-    push: Literal["fcm", "web_push", "stream"]
+    push: PushRoute
     registration_id: str | None = None
-
-
-class RegistrationProof(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    registration_id: str = Field(min_length=1, max_length=64)
-    nonce: str = Field(min_length=1, max_length=128)
 
 
 class StatusReport(BaseModel):
@@ -136,7 +131,7 @@ def register_phone(tx: Tx, principal: Principal, *, body: DeviceCreate) -> Devic
     tx.session.flush()
     tx.session.add(device)
     tx.session.flush()
-    registration_id = _apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, body.web_push)
+    registration_id = apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, body.web_push)
     return DeviceRegistered(
         device_id=device.device_id,
         device_token=credential,
@@ -154,7 +149,7 @@ def update_device(tx: Tx, principal: Principal, *, body: DevicePatch) -> DeviceO
     if body.app_build is not None:
         device.app_build = body.app_build
     tx.session.add(device)
-    registration_id = _apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, body.web_push)
+    registration_id = apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, body.web_push)
     return describe_device(tx, device, registration_id)
 
 
@@ -164,11 +159,6 @@ def get_own_device(tx: Tx, principal: Principal) -> DeviceOut:
 
 
 def describe_device(tx: Tx, device: Device, registration_id: str | None) -> DeviceOut:
-    push: Literal["fcm", "web_push", "stream"] = "stream"
-    if device.fcm_token:
-        push = "fcm"
-    elif tx.session.get(WebPushSubscriptionRow, device.device_id) is not None:
-        push = "web_push"
     return DeviceOut(
         device_id=device.device_id,
         device_type=device.device_type,
@@ -176,81 +166,15 @@ def describe_device(tx: Tx, device: Device, registration_id: str | None) -> Devi
         name=device.name,
         public_key=device.public_key,
         app_build=device.app_build,
-        push=push,
+        push=push_route(tx, device),
         registration_id=registration_id,
     )
 
 
-def _apply_push_settings(
-    tx: Tx, device: Device, fcm_token: str | None, fcm_kind: str, web_push: WebPushIn | None
-) -> str | None:
-    if web_push is not None:
-        existing = tx.session.get(WebPushSubscriptionRow, device.device_id)
-        if existing is not None:
-            tx.session.delete(existing)
-            tx.session.flush()
-        tx.session.add(
-            WebPushSubscriptionRow(
-                device_id=device.device_id,
-                endpoint=web_push.endpoint,
-                p256dh=web_push.p256dh,
-                auth=web_push.auth,
-                created_at=tx.now(),
-            )
-        )
-    if fcm_token is None:
-        return None
-    return _challenge_fcm_token(tx, device, fcm_token, fcm_kind)
-
-
-def _challenge_fcm_token(tx: Tx, device: Device, fcm_token: str, fcm_kind: str) -> str | None:
-    """An FCM token is used only once the phone echoes the nonce sent to it in a ``reg_challenge``.
-
-    Without FCM configured on this server the token is ignored (``None``): the device is served
-    over its open stream, which ``DeviceOut.push`` tells it.
-    """
-    candidate = PushTarget(device.device_id, fcm_token=fcm_token, fcm_token_kind=fcm_kind)
-    if not tx.push_available(candidate):
-        return None
-    tx.session.execute(
-        delete(RegistrationChallenge).where(col(RegistrationChallenge.device_id) == device.device_id)
-    )
-    registration_id = new_prefixed_id("reg")
-    nonce = secrets.token_urlsafe(24)
-    tx.session.add(
-        RegistrationChallenge(
-            registration_id=registration_id,
-            device_id=device.device_id,
-            nonce_hash=digest(nonce),
-            fcm_token=fcm_token,
-            fcm_token_kind=fcm_kind,
-            expires_at=tx.now() + tx.settings.reg_challenge_ttl_s,
-        )
-    )
-    # The challenge goes to the unproved token itself, never through the device's current route.
-    request_push(
-        tx,
-        candidate,
-        PushMessage("reg_challenge", {"registrationId": registration_id, "nonce": nonce}, high_priority=True),
-    )
-    return registration_id
-
-
 def verify_push_registration(tx: Tx, principal: Principal, *, body: RegistrationProof) -> DeviceOut:
-    """The phone echoes a ``reg_challenge``: its FCM token becomes the device's push route."""
+    """The calling phone echoes a ``reg_challenge`` (``prove_push_registration``)."""
     device = own_device(tx, principal)
-    challenge = tx.session.get(RegistrationChallenge, body.registration_id)
-    if (
-        challenge is None
-        or challenge.device_id != device.device_id
-        or challenge.expires_at <= tx.now()
-        or not digests_match(challenge.nonce_hash, digest(body.nonce))
-    ):
-        raise RelayError("invalid_registration")
-    device.fcm_token = challenge.fcm_token
-    device.fcm_token_kind = challenge.fcm_token_kind
-    tx.session.add(device)
-    tx.session.delete(challenge)
+    prove_push_registration(tx, device, body)
     return describe_device(tx, device, None)
 
 
@@ -293,21 +217,6 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
     tx.session.flush()
     tx.session.delete(device)
     tx.emit(DeviceRevoked(device.device_id))
-
-
-def forget_push_registration(tx: Tx, principal: Principal, *, device_id: str) -> None:
-    """The push service said the registration is gone: stop using it (system operation)."""
-    if principal.kind.value != "system":
-        raise RelayError("forbidden")
-    device = tx.session.get(Device, device_id)
-    if device is None:
-        return
-    device.fcm_token = None
-    device.fcm_token_kind = None
-    tx.session.add(device)
-    tx.session.execute(
-        delete(WebPushSubscriptionRow).where(col(WebPushSubscriptionRow.device_id) == device_id)
-    )
 
 
 def own_device(tx: Tx, principal: Principal) -> Device:
