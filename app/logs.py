@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Scope
 
 from core.redaction import redact
 
@@ -54,31 +54,10 @@ def _as_tuple(args: Any) -> tuple[Any, ...]:
     return args if isinstance(args, tuple) else (args,)
 
 
-class RequestIdMiddleware:
-    """Gives every HTTP request an id: the caller's ``X-Request-ID`` when it is a short safe token
-    (and not secret-shaped), else a new one. It is echoed in the response and logged with every
-    record written while the request is handled."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        echoed = start_request_id(scope)
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                add_header(message, echoed)
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
-
-
 def start_request_id(scope: Scope) -> tuple[bytes, bytes]:
-    """Choose the request's id and make it the id of every record logged while it is handled;
-    returns the response header that echoes it."""
+    """Give the request an id: the caller's ``X-Request-ID`` when it is a short safe token (and not
+    secret-shaped), else a new one. It becomes the id of every record logged while the request is
+    handled; returns the response header that echoes it (``app.front`` adds it)."""
     given = next((v for k, v in scope["headers"] if k == _HEADER), b"")
     rid = _accepted_request_id(given.decode("latin-1")) if given else None
     rid = rid or f"{random.getrandbits(128):032x}"  # unique, not secret: no system entropy needed

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,9 +19,8 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
-from app.logs import route_template
 from core.runtime.core import Core
 
 METRICS_PATH = "/metrics"
@@ -91,43 +89,6 @@ class Metrics:
             return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
         return Route(METRICS_PATH, metrics, methods=["GET"], include_in_schema=False)
-
-
-class MetricsMiddleware:
-    """Counts and times every HTTP request by route template; also sets the template for the
-    access log (``app.logs.route_template``) when the response starts."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        root = scope.get("root_path", "")
-        status: int | None = None
-        route: str | None = None
-
-        async def send_observed(message: Message) -> None:
-            nonlocal status, route
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                route = template(scope, root)
-                route_template.set(route)
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_observed)
-        except Exception:
-            status = status or 500  # the error middleware outside answers 500
-            raise
-        finally:
-            if status is not None:  # else the caller left before any response: nothing was served
-                self.metrics.observe(
-                    route or template(scope, root), scope["method"], status, time.perf_counter() - started
-                )
 
 
 def template(scope: Scope, root: str) -> str:

@@ -1,4 +1,4 @@
-"""/mcp is served straight from the app (``app.assembly.RelayboxApp``), and still gets
+"""/mcp is served straight from the app (``app.front.RelayboxApp``), and still gets
 what every route gets: a request id, metrics under its template, errors in the spec's shape, 405
 for a method it does not take. A grant holding every tool's scope has its body capped by the
 transport instead of read by the gate."""
