@@ -31,7 +31,11 @@ HOMES = {
     "mcp": ("connector/", "demo/"),
     "firebase_admin": ("core/adapters/push/fcm.py",),
     "pywebpush": ("core/adapters/push/webpush.py",),
-    "redis": ("core/adapters/limits/redis.py", "core/adapters/fanout/redis.py"),
+    "redis": (
+        "core/adapters/limits/redis.py",
+        "core/adapters/fanout/redis.py",
+        "core/adapters/fanout/redis_subscriber.py",
+    ),
     "boto3": ("core/adapters/storage/s3.py",),
     "botocore": ("core/adapters/storage/s3.py",),
     # SQL: the store, the run modes, the operations (each owns its queries) and the authorization

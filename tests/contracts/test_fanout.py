@@ -10,10 +10,11 @@ import pytest
 import redis
 import redis.asyncio
 
-from core.adapters.fanout import redis as redis_fanout
+from core.adapters.fanout import redis_subscriber
 from core.adapters.fanout.base import Fanout
 from core.adapters.fanout.memory import SUBSCRIPTION_BUFFER, MemoryFanout
-from core.adapters.fanout.redis import RESYNC, RedisFanout
+from core.adapters.fanout.redis import RedisFanout
+from core.adapters.fanout.redis_subscriber import RESYNC
 
 pytestmark = pytest.mark.anyio
 
@@ -262,7 +263,7 @@ async def test_a_publish_that_cannot_reach_redis_is_dropped_not_raised() -> None
 async def test_subscribing_while_redis_is_unreachable_fails_within_a_bounded_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(redis_fanout, "SUBSCRIBE_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(redis_subscriber, "SUBSCRIBE_TIMEOUT_S", 0.5)
     fanout = RedisFanout("redis://127.0.0.1:1/0")
     try:
         with anyio.fail_after(5), pytest.raises(ConnectionError):
