@@ -5,24 +5,22 @@ when their base URL points at ``/v1/``. The token travels in the body or the que
 Pushover's ways of saying "every device" (no ``device``, an empty one, ``ALL_DEVICES`` as Apprise
 sends) mean all of the account's devices; a name that matches none is ``status: 0``. An image in
 an ``attachment`` file part (or ``attachment_base64`` with ``attachment_type``), up to Pushover's
-5 MB, travels end to end encrypted beside the text (``core.services.attachments``)."""
+5 MB, travels end to end encrypted beside the text (``core.services.attachments``). The bodies and
+answers as the OpenAPI document shows them are in ``core.api.pushover_shapes``."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import functools
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.config import JsonDict
-from pydantic.json_schema import SkipJsonSchema
 from starlette.responses import JSONResponse, Response
 
 from core.api.forms import FilePart, read_fields
+from core.api.pushover_shapes import MessageRequest, ShimError, ShimOk, ValidateRequest
 from core.api.routing import Call, Endpoint
-from core.domain.notification import DEVICE_SELECTOR_SCHEMA, URL_SCHEMA
 from core.domain.secrets import is_sender_token, new_prefixed_id
 from core.errors import RelayError
 from core.principal import Principal
@@ -40,79 +38,6 @@ PASSED_ON = ("message", "title", "priority", "url", "url_title", "ttl")
 ALL_DEVICES = {"", "all", "all_devices"}  # Pushover: no device is every device; Apprise sends ALL_DEVICES
 # The body may hold a 5 MB attachment, base64 in a form field (a third larger) or a file part.
 BODY_MAX_BYTES = (attachments.MAX_BYTES + 2) // 3 * 4 + 64 * 1024
-
-
-class ShimOk(BaseModel):
-    status: int = Field(description="1")
-    request: str
-
-
-class ShimError(BaseModel):
-    status: int = Field(description="0")
-    errors: list[str]
-    request: str
-
-
-IGNORED = Field(default=None, description="Accepted for Pushover compatibility and ignored")
-
-
-ATTACHMENT_BASE64_SCHEMA: JsonDict = {
-    "pattern": "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$"
-}
-MIME_TYPE_SCHEMA: JsonDict = {
-    "pattern": "^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+$",
-    "maxLength": attachments.MIME_TYPE_MAX_CHARS,
-}
-
-
-def _attachment_rules(schema: JsonDict) -> None:
-    """Base64 needs its type; a file (``attachment``) comes only as a multipart part."""
-    schema["dependentRequired"] = {"attachment_base64": ["attachment_type"]}
-    properties = schema.get("properties")
-    if isinstance(properties, dict):
-        properties["attachment"] = False
-
-
-class MessageRequest(BaseModel):
-    model_config = ConfigDict(json_schema_extra=lambda schema: _attachment_rules(schema))
-    token: str
-    message: str = Field(min_length=1)
-    user: Any = IGNORED
-    # Optional fields are documented without null: a form cannot carry one (null in JSON is absent).
-    title: str | SkipJsonSchema[None] = Field(
-        default=None, min_length=1, max_length=25, description="1-100 bytes of UTF-8 (25 characters fit)"
-    )
-    priority: Annotated[int, Field(ge=-2, le=1)] | SkipJsonSchema[None] = Field(
-        default=None, description="-2 to 1; 2 (emergency) is refused with priority_emergency_unsupported"
-    )
-    url: str | SkipJsonSchema[None] = Field(default=None, json_schema_extra=URL_SCHEMA)
-    url_title: str | SkipJsonSchema[None] = Field(
-        default=None, min_length=1, max_length=25, description="1-100 bytes of UTF-8"
-    )
-    device: str | SkipJsonSchema[None] = Field(
-        default=None,
-        description="Comma list of device names; none, empty or ALL_DEVICES: every device",
-        json_schema_extra=DEVICE_SELECTOR_SCHEMA,
-    )
-    ttl: int | SkipJsonSchema[None] = Field(default=None, description="seconds; clamped to 0-259200")
-    attachment_base64: str | SkipJsonSchema[None] = Field(
-        default=None,
-        description="An image, standard base64, up to 5 MB (or an `attachment` file part)",
-        json_schema_extra=ATTACHMENT_BASE64_SCHEMA,
-    )
-    attachment_type: str | SkipJsonSchema[None] = Field(
-        default=None,
-        description="The attachment's MIME type, e.g. image/jpeg",
-        json_schema_extra=MIME_TYPE_SCHEMA,
-    )
-    sound: Any = IGNORED
-    timestamp: Any = IGNORED
-
-
-class ValidateRequest(BaseModel):
-    token: str
-    user: Any = IGNORED
-    device: Any = IGNORED
 
 
 async def post_message(call: Call) -> Response:
