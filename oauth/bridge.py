@@ -22,9 +22,11 @@ from urllib.parse import parse_qsl
 
 from authlib.oauth2.rfc6749 import JsonPayload, JsonRequest, OAuth2Payload, OAuth2Request
 from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
+from core.api.routing import read_body
+from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
 from core.runtime.tx import Tx
@@ -89,17 +91,17 @@ def oauth_error(error: str, description: str, status: int = 400) -> Response:
 
 
 async def _read(request: Request, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
+    """The body, read as every ``/v1`` body is (``core.api.routing.read_body``), with its refusals
+    in OAuth's shape: a cut body is a plain 400 nobody reads, and nothing is logged."""
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise MalformedRequestError("invalid_request", f"The body is larger than {limit} bytes.", 413)
-            chunks.append(chunk)
-    except ClientDisconnect as exc:  # the caller left mid-body: a plain 400 nobody reads, nothing logged
-        raise MalformedRequestError("invalid_request", "The body did not arrive whole.") from exc
-    return b"".join(chunks)
+        return await read_body(request, limit)
+    except RelayError as exc:
+        if exc.code == "body_too_large":
+            too_large = f"The body is larger than {limit} bytes."
+            raise MalformedRequestError("invalid_request", too_large, 413) from exc
+        if exc.code == "body_incomplete":
+            raise MalformedRequestError("invalid_request", "The body did not arrive whole.") from exc
+        raise MalformedRequestError("invalid_request", "Content-Length is not a number.") from exc
 
 
 def _text(raw: bytes) -> str:
