@@ -25,7 +25,8 @@ from typing import IO
 
 import anyio
 
-from demo.steps import DemoError, Narrator, connect_and_call_every_tool, describe
+from demo.narration import DemoError, Narrator, describe
+from demo.steps import connect_and_call_every_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 RELAYBOX = [sys.executable, "-m", "app.cli"]

@@ -1,7 +1,7 @@
 """The mcp SDK's own OAuth client, with a stand-in browser that approves the consent page the way
 a person does: open it, read the code, confirm it on the (virtual) phone, tick, Allow.
 
-The browser and the token storage are the ones ``relaybox demo`` uses (``demo.steps``)."""
+The browser and the token storage are the ones ``relaybox demo`` uses (``demo.oauth_client``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Literal
 import anyio
 from mcp.client.auth import OAuthClientProvider
 
-from demo import steps as demo_steps
-from demo.steps import CALLBACK, ConfirmOnPhone, MemoryStorage
-from demo.steps import ConsentBrowser as ApprovingBrowser
+from demo import oauth_client as demo_oauth
+from demo.oauth_client import CALLBACK, ConfirmOnPhone, MemoryStorage
+from demo.oauth_client import ConsentBrowser as ApprovingBrowser
 
 __all__ = ["CALLBACK", "ApprovingBrowser", "MemoryStorage", "cli_confirmer", "oauth_provider"]
 
@@ -25,7 +25,7 @@ def oauth_provider(
     client_name: str = "relaybox tests",
     auth_method: Literal["none", "client_secret_post", "client_secret_basic"] = "none",
 ) -> OAuthClientProvider:
-    return demo_steps.oauth_provider(server, storage, browser, client_name, auth_method)
+    return demo_oauth.oauth_provider(server, storage, browser, client_name, auth_method)
 
 
 def cli_confirmer(run: Callable[..., object]) -> ConfirmOnPhone:

@@ -21,7 +21,7 @@ import httpx2
 import pytest
 from playwright.sync_api import Browser
 
-from demo.steps import CALLBACK, ConsentBrowser
+from demo.oauth_client import CALLBACK, ConsentBrowser
 from tests.browser import watched
 from tests.e2e.conftest import RelayboxServer
 from tests.helpers import FakeDevice, register_phone

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from demo.steps import CALLBACK, ConsentPage, parse_consent_page
+from demo.oauth_client import CALLBACK, ConsentPage, parse_consent_page
 from tests.e2e.conftest import TRACEBACK, RelayboxServer
 from tests.reliability.instances import free_port
 

@@ -37,7 +37,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from demo.steps import ConsentBrowser, MemoryStorage, oauth_provider
+from demo.oauth_client import ConsentBrowser, MemoryStorage, oauth_provider
 from tests.e2e.conftest import TRACEBACK, RelayboxServer
 from tests.reliability.traffic import (
     FAST_KEEPALIVE_ENV,
