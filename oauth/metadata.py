@@ -86,11 +86,6 @@ def protected_resource_metadata(issuer: str) -> dict[str, Any]:
     }
 
 
-def protected_resource_metadata_url(issuer: str) -> str:
-    """What a 401 from ``/mcp`` names in ``WWW-Authenticate: Bearer resource_metadata=…``."""
-    return f"{issuer}{PRM_PATH}/mcp"
-
-
 def discovery_routes(issuer: str) -> list[Route]:
     """The well-known documents, relative to ``/.well-known`` (the caller mounts them there)."""
     as_document = authorization_server_metadata(issuer)
