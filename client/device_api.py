@@ -1,5 +1,4 @@
-"""The device routes of a relaybox server: registering a phone, the device itself, pairing and
-sender tokens."""
+"""The device routes of a relaybox server: registering a phone, pairing and sender tokens."""
 
 from __future__ import annotations
 
@@ -67,21 +66,10 @@ class CreatedToken:
     token: str = field(repr=False)
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
-    device_id: str
-    device_type: str
-    surface_kind: str
-    name: str
-    public_key: str
-    app_build: int | None
-    push: str
-
-
 class DeviceApi(RelayboxApi):
-    """The device routes (registration, the device itself, pairing, sender tokens)."""
+    """The device routes (registration, pairing, sender tokens)."""
 
-    # Phone registration and the device itself.
+    # Phone registration.
 
     def register_phone(self, *, public_key: str, name: str, app_build: int | None = None) -> Registration:
         body = {
@@ -98,16 +86,6 @@ class DeviceApi(RelayboxApi):
             account_id=data.text("account_id"),
             server_public_key=data.text("server_public_key"),
         )
-
-    def get_me(self) -> DeviceInfo:
-        return _device(self._call("GET", "/v1/devices/me"))
-
-    def update_me(self, *, name: str | None = None, app_build: int | None = None) -> DeviceInfo:
-        body = without_none(name=name, app_build=app_build)
-        return _device(self._call("PATCH", "/v1/devices/me", body=body))
-
-    def delete_me(self) -> None:
-        self._call("DELETE", "/v1/devices/me", expect=204)
 
     # Pairing.
 
@@ -193,17 +171,4 @@ def _token(raw: object) -> TokenInfo:
         created_at=data.integer("created_at"),
         last_used_at=data.optional_integer("last_used_at"),
         revoked_at=data.optional_integer("revoked_at"),
-    )
-
-
-def _device(raw: object) -> DeviceInfo:
-    data = Fields(raw, "device")
-    return DeviceInfo(
-        device_id=data.text("device_id"),
-        device_type=data.text("device_type"),
-        surface_kind=data.text("surface_kind"),
-        name=data.text("name", allow_empty=True),
-        public_key=data.text("public_key"),
-        app_build=data.optional_integer("app_build"),
-        push=data.text("push"),
     )

@@ -38,7 +38,8 @@ class SseError(ValueError):
 class SseParser:
     """The event-stream grammar of the HTML standard, incrementally: ``feed`` returns what each
     chunk completes. Lines end with CRLF, LF or CR (also split across chunks); a leading BOM is
-    skipped; an event still open when the stream ends is never returned."""
+    skipped; an event still open when the stream ends is never returned. A ``retry`` line is
+    ignored like any unknown field: the client reconnects on its own schedule."""
 
     def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
         self._max_line = max_line
@@ -50,7 +51,6 @@ class SseParser:
         self._id_buffer: str | None = None
         self._own_id = False
         self.last_event_id: str | None = None
-        self.retry_ms: int | None = None
 
     def feed(self, text: str) -> list[SseItem]:
         if not text:
@@ -88,8 +88,6 @@ class SseParser:
             elif name == "id" and "\0" not in value:
                 self._id_buffer = value
                 self._own_id = True
-            elif name == "retry" and value.isascii() and value.isdigit():
-                self.retry_ms = int(value)
 
     def _dispatch(self, items: list[SseItem]) -> None:
         self.last_event_id = self._id_buffer

@@ -96,7 +96,6 @@ def test_the_last_event_id_persists_and_an_event_without_data_only_sets_it() -> 
 def test_retry_unknown_fields_and_an_unfinished_event_are_not_events() -> None:
     parser = SseParser()
     assert parser.feed("retry: 2500\nretry: soon\nfoo: bar\nid: 5\ndata: half") == []
-    assert parser.retry_ms == 2500
     assert parser.feed("\n") == []  # still no blank line: the event is not complete
     assert parser.last_event_id is None
 
