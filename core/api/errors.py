@@ -39,11 +39,6 @@ def render(error: RelayError) -> JSONResponse:
     return ErrorJSON({"error": inner}, status_code=error.status, headers=headers)
 
 
-async def relay_error_handler(_request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RelayError)
-    return render(exc)
-
-
 # The paths whose contract is a bodiless 404 answer with this app: an unknown route of the API
 # (the spec's "a plain 404 with no body"), the disabled documents route (which must look exactly
 # like one) and an unknown discovery document. One instance serves every request (it keeps no state).
@@ -60,10 +55,6 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         return render(RelayError("method_not_allowed", headers=dict(exc.headers or {})))
     return Response(status_code=exc.status_code, headers=exc.headers)
-
-
-async def unexpected_error_handler(_request: Request, exc: Exception) -> Response:
-    return unexpected_error_response(exc)
 
 
 def unexpected_error_response(exc: Exception) -> Response:

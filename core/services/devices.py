@@ -39,7 +39,6 @@ from core.store.tables import (
 )
 
 DeviceType = Literal["extension", "android", "web"]  # web: a browser (the web app) as the phone or a computer
-SurfaceKind = Literal["phone", "extension", "pwa", "cli", "desktop"]
 Name = Field(default="", max_length=64)
 
 
