@@ -42,7 +42,8 @@ class WebPushSubscription:
 
 @dataclass(frozen=True, slots=True)
 class PushTarget:
-    """Where one device can be reached. Built from the device row by the dispatcher."""
+    """Where one device can be reached: built from its device row and web-push subscription by
+    ``core.services.delivery.push_target``."""
 
     device_id: str
     fcm_token: str | None = None
@@ -81,7 +82,9 @@ class PushMessage:
         return {"type": self.type, **self.fields}
 
     def encoded_size(self) -> int:
-        """Size of the encoded data, checked against ``PUSH_DATA_LIMIT`` before sending."""
+        """Size of the encoded data. It must fit the limit of the service it goes through
+        (``PushTarget.data_limit``): delivery puts content inline only when it fits, and a sender
+        answers ``FAILED`` to a message over its limit."""
         return len(json.dumps(self.data(), separators=(",", ":")).encode())
 
 

@@ -15,7 +15,7 @@ UnregisteredHook = Callable[[str], Awaitable[None]]
 
 class PushRouter:
     """The configured senders, in order of preference: a device registered with more than one
-    push service is pushed through the earliest in the list (FCM before web push).
+    push service is pushed through the earliest in the list (bootstrap puts FCM before web push).
 
     ``web_push_key`` is the VAPID public key browsers subscribe with, when web push is on.
     """
@@ -39,7 +39,7 @@ class PushRouter:
         return self.sender(WEB_PUSH) is not None
 
     def can_reach(self, target: PushTarget) -> bool:
-        """Whether a real push service (not the stream) serves this device."""
+        """Whether a configured sender serves this device (else it is reached over its stream)."""
         return self._sender_for(target) is not None
 
     async def send(self, target: PushTarget, message: PushMessage) -> PushOutcome:
