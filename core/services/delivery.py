@@ -167,6 +167,7 @@ def send_server_message(
     tag: str | None = None,
     awaited: bool = False,
     push_now: bool = True,
+    target: PushTarget | None = None,
 ) -> Delivery:
     """Encrypt a server-composed payload once to ``device``, put the envelope on its queue (for up
     to ``ttl_s``, at most ``max_lifetime_s``; ``tag`` pins it, see ``enqueue``) and, for a device
@@ -174,7 +175,8 @@ def send_server_message(
     (or when ``push_type`` is None) as a ``notify`` wake-up after which the device fetches its
     queue. A device without one is woken on its open stream by the queue event. ``awaited``: see
     ``Delivery``. ``push_now=False``: queue only, the push service carries it later
-    (``core.services.wake_ups``)."""
+    (``core.services.wake_ups``). ``target``: where the device is pushed, when the caller read it
+    already (else it is read here)."""
     blob = tx.keys.seal_to(base64.b64decode(device.public_key), payloads.encode(payload))
     seq = enqueue(
         tx,
@@ -186,7 +188,8 @@ def send_server_message(
         max_lifetime_s=max_lifetime_s,
         tag=tag,
     )
-    target = push_target(tx, device)
+    if target is None:
+        target = push_target(tx, device)
     if not tx.push_available(target) or not push_now:
         return Delivery(device.device_id, seq, tx.push_available(target))
     wake = {"msgId": msg_id, "seqId": str(seq)}

@@ -10,9 +10,12 @@ back, and a watchdog thread shuts the socket of any connection past its deadline
 blocked read then fails at once, SQLAlchemy invalidates the connection and rolls back, and the
 caller gets 503 ``unavailable`` (``core.availability``); nothing half-written can commit later.
 
-The same check-out handler pings the connection first (SQLAlchemy's pessimistic-disconnect
-recipe, under a short deadline of its own, unlike ``pool_pre_ping``): a connection that went stale
-or silent while pooled is replaced by a new one, whose connect has its own timeout.
+The same check-out handler pings a connection that sat in the pool for more than
+``PING_AFTER_IDLE_S`` first (SQLAlchemy's pessimistic-disconnect recipe, under a short deadline of
+its own, unlike ``pool_pre_ping``): one that went stale or silent while pooled is replaced by a new
+one, whose connect has its own timeout. A connection back in use within that time is not pinged: a
+ping is a round trip, as costly as a send's statements, and a connection that fails in use is cut
+off by its deadline and replaced all the same.
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ log = logging.getLogger("relaybox.database")
 
 WATCH_INTERVAL_S = 0.1
 PING_DEADLINE_S = 1.0  # a pooled connection's ping; missing it costs a reconnect, not an error
+PING_AFTER_IDLE_S = 2.0  # pooled longer than this: pinged before use
 IDLE_EXIT_S = 5.0  # the watchdog thread ends after this long with no connection out; the next starts it
+
+
+POOLED_SINCE = "relaybox_pooled_since"  # in the pool record's info: when it was last checked in
 
 
 @dataclass(slots=True)
@@ -56,12 +63,15 @@ class ConnectionDeadlines:
         event.listen(engine, "checkin", self._checked_in)
 
     def _checked_out(self, dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        lease = _Lease(dbapi_connection, time.monotonic() + PING_DEADLINE_S)
+        now = time.monotonic()
+        pooled_since: float | None = record.info.pop(POOLED_SINCE, None)  # None: just connected
+        if pooled_since is None or now - pooled_since <= PING_AFTER_IDLE_S:
+            with self._lock:
+                self._lease(id(record), _Lease(dbapi_connection, now + self.seconds))
+            return
+        lease = _Lease(dbapi_connection, now + PING_DEADLINE_S)
         with self._lock:
-            self._leases[id(record)] = lease
-            if self._watchdog is None:
-                self._watchdog = threading.Thread(target=self._watch, name="db-deadlines", daemon=True)
-                self._watchdog.start()
+            self._lease(id(record), lease)
         try:
             self._ping(dbapi_connection)
         except Exception as error:
@@ -71,7 +81,15 @@ class ConnectionDeadlines:
         with self._lock:
             lease.deadline = time.monotonic() + self.seconds
 
+    def _lease(self, key: int, lease: _Lease) -> None:
+        """Under the lock: watch ``lease``, starting the watchdog if it is not running."""
+        self._leases[key] = lease
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch, name="db-deadlines", daemon=True)
+            self._watchdog.start()
+
     def _checked_in(self, _dbapi_connection: Any, record: Any) -> None:
+        record.info[POOLED_SINCE] = time.monotonic()
         with self._lock:
             self._leases.pop(id(record), None)
 

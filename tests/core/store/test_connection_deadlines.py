@@ -1,0 +1,78 @@
+"""``core.store.deadline`` on a real PostgreSQL: a connection that sat in the pool is pinged before
+use and replaced when its server side is gone; one back in use at once is not pinged (a ping is a
+round trip), and a query on a dead one fails as "database down" and its replacement works."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import exc as sa
+from sqlalchemy import text
+
+from core.availability import unavailable_service
+from core.store import deadline
+from core.store.database import make_engine
+
+
+class CountedEngine:
+    def __init__(self, url: str) -> None:
+        self.engine = make_engine(url)
+        self.pings = 0
+        ping = self.engine.dialect.do_ping
+
+        def counted(dbapi_connection: Any) -> bool:
+            self.pings += 1
+            return ping(dbapi_connection)
+
+        self.engine.dialect.do_ping = counted  # type: ignore[method-assign]
+        deadline.bound_connections(self.engine, seconds=4.0)
+
+    def backend_pid(self) -> int:
+        with self.engine.connect() as connection:
+            return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+@pytest.fixture
+def pool(postgres_database: str) -> Iterator[CountedEngine]:
+    counted = CountedEngine(postgres_database)
+    yield counted
+    counted.engine.dispose()
+
+
+@pytest.fixture
+def terminate(postgres_database: str) -> Iterator[Any]:
+    """Ends a server process from a connection of another engine."""
+    other = make_engine(postgres_database)
+
+    def end(pid: int) -> None:
+        with other.connect() as connection:
+            connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+
+    yield end
+    other.dispose()
+
+
+def test_a_connection_pooled_for_a_while_is_pinged_and_replaced_when_dead(
+    pool: CountedEngine, terminate: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = pool.backend_pid()
+    terminate(first)
+    monkeypatch.setattr(deadline, "PING_AFTER_IDLE_S", 0.0)  # everything pooled counts as idle
+    assert pool.backend_pid() != first  # no error: the ping found it dead and the pool reconnected
+    assert pool.pings == 1
+
+
+def test_a_connection_back_in_use_at_once_is_not_pinged_and_a_dead_one_fails_as_unavailable(
+    pool: CountedEngine, terminate: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(deadline, "PING_AFTER_IDLE_S", 3600.0)
+    first = pool.backend_pid()
+    assert pool.backend_pid() == first and pool.pings == 0  # reused at once, not pinged
+    terminate(first)
+    with pytest.raises(sa.OperationalError) as failed:
+        pool.backend_pid()
+    assert unavailable_service(failed.value) == "database"
+    assert pool.backend_pid() != first  # the dead connection was dropped; its replacement works
+    assert pool.pings == 0
