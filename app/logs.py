@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import re
 import traceback
 from contextvars import ContextVar
@@ -19,6 +18,7 @@ from typing import Any, Literal
 
 from starlette.types import Message, Scope
 
+from core.api.request_ids import new_request_id, request_id
 from core.redaction import redact
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -26,7 +26,6 @@ SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 _HEADER = REQUEST_ID_HEADER.encode()
 
-request_id: ContextVar[str | None] = ContextVar("relaybox_request_id", default=None)
 route_template: ContextVar[str | None] = ContextVar("relaybox_route", default=None)
 _ACCESS_ARGS = 5  # uvicorn: client address, method, path with query, HTTP version, status
 
@@ -60,9 +59,9 @@ def start_request_id(scope: Scope) -> tuple[bytes, bytes]:
     handled; returns the response header that echoes it (``app.front`` adds it)."""
     given = next((v for k, v in scope["headers"] if k == _HEADER), b"")
     rid = _accepted_request_id(given.decode("latin-1")) if given else None
-    rid = rid or f"{random.getrandbits(128):032x}"  # unique, not secret: no system entropy needed
-    # Not reset afterwards: the request's task ends with it, and the error handling outside still
-    # logs an unexpected error with the id.
+    rid = rid or new_request_id()
+    # Not reset afterwards: the request's task ends with it (``app.front`` answers an unexpected
+    # error in the same frame, and its 500 names this id).
     request_id.set(rid)
     return (_HEADER, rid.encode("latin-1"))
 

@@ -1,16 +1,16 @@
 """Rendering the error catalogue for REST, once: the standard shape, the flat authentication shape,
-and 500 ``internal_error`` for anything unexpected (logged with a request id, never shown)."""
+and 500 ``internal_error`` for anything unexpected (logged with the request's id, never shown)."""
 
 from __future__ import annotations
 
 import json
 import logging
-import secrets
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from core.api.request_ids import new_request_id, request_id
 from core.availability import as_unavailable
 from core.errors import CATALOGUE, RelayError
 
@@ -58,15 +58,14 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
 
 
 def unexpected_error_response(exc: Exception) -> Response:
-    """503 ``unavailable`` for a dependency that is down, else 500 ``internal_error`` (logged with
-    an id the body names; the exception itself is never shown)."""
+    """503 ``unavailable`` for a dependency that is down, else 500 ``internal_error``, logged with
+    the request's id, which the body names as the ``X-Request-ID`` header does (the exception
+    itself is never shown)."""
     unavailable = as_unavailable(exc)  # a dependency down outside an operation (Core.run maps its own)
     if unavailable is not None:
         return render(unavailable)
-    request_id = secrets.token_hex(8)
-    log.error("unexpected error (request id %s): %s", request_id, type(exc).__name__, exc_info=exc)
+    rid = request_id.get() or new_request_id()  # none only outside a request
+    log.error("unexpected error (request id %s): %s", rid, type(exc).__name__, exc_info=exc)
     spec = CATALOGUE["internal_error"]
-    body = {
-        "error": {"code": "internal_error", "message": spec.message, "details": {"request_id": request_id}}
-    }
+    body = {"error": {"code": "internal_error", "message": spec.message, "details": {"request_id": rid}}}
     return JSONResponse(body, status_code=500)

@@ -18,9 +18,10 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from app.assembly import create_app
-from app.logs import JsonFormatter, RedactSecrets, log_config, request_id, route_template
+from app.logs import JsonFormatter, RedactSecrets, log_config, route_template
 from app.serve import AnnouncingServer, serve
 from core.api import health
+from core.api.request_ids import request_id
 from core.bootstrap import build_core
 from core.domain.secrets import new_sender_token
 from core.runtime.core import Core
