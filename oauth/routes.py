@@ -11,7 +11,6 @@ any origin: they take no cookies.
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
@@ -19,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 
 from core.api.errors import PLAIN_NOT_FOUND
+from core.api.request_ids import new_request_id, request_id
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
@@ -130,11 +130,11 @@ def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
                 unavailable = oauth_error("temporarily_unavailable", exc.message, 503)
                 unavailable.headers.update(exc.headers)
                 return unavailable
-            request_id = secrets.token_hex(8)
-            log.exception("oauth endpoint failed (request id %s)", request_id)
+            rid = request_id.get() or new_request_id()  # the one the response header echoes
+            log.exception("oauth endpoint failed (request id %s)", rid)
             if page:
-                return error_page(500, "Something went wrong", f"Please try again (request id {request_id}).")
-            return oauth_error("server_error", f"Something went wrong (request id {request_id}).", 500)
+                return error_page(500, "Something went wrong", f"Please try again (request id {rid}).")
+            return oauth_error("server_error", f"Something went wrong (request id {rid}).", 500)
 
     return serve
 

@@ -24,8 +24,6 @@ from core.services.delivery import send_server_message
 from core.services.devices import own_device
 from core.store.tables import Device, SenderToken
 
-Priority = Literal["min", "low", "default", "high", "urgent"]
-
 
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -14,7 +14,10 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from app.assembly import create_app
+from app.front import RelayboxApp
+from app.metrics import Metrics
 from core.runtime.core import Core
+from oauth.routes import guarded
 
 
 async def broken(_request: Request) -> Response:
@@ -44,3 +47,17 @@ def test_a_500_names_the_request_id_of_its_header_and_of_its_log_line(
     assert error["details"]["request_id"] == header
     logged = [record.getMessage() for record in caplog.records if record.name == "relaybox.api"]
     assert logged == [f"unexpected error (request id {header}): RuntimeError"]
+
+
+def test_an_oauth_endpoint_that_fails_names_the_request_id_its_header_carries(core: Core) -> None:
+    app = RelayboxApp(
+        routes=[Route("/oauth/x", guarded(broken)), Route("/oauth/page", guarded(broken, page=True))],
+        metrics=Metrics(core),
+        cross_origin={},
+    )
+    with TestClient(app) as client:
+        answer = client.get("/oauth/x")
+        assert answer.status_code == 500 and answer.json()["error"] == "server_error"
+        assert answer.headers["x-request-id"] in answer.json()["error_description"]
+        page = client.get("/oauth/page", headers={"X-Request-ID": "trace-9"})
+        assert page.status_code == 500 and "request id trace-9" in page.text
