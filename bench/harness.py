@@ -1,9 +1,8 @@
-"""What the benchmark scripts share on the server side: the server processes they start, watch
-and stop, their error, and the end of a run (the clean-up and what it says about the servers).
+"""The server processes the benchmark scripts start, watch and stop, and their error.
 
 The scripts run as ``.venv/bin/python bench/<script>.py``, so ``bench/`` is on ``sys.path`` and
-they import this file as ``harness`` (the client side is ``loadgen``, the device set-up
-``devices``). It is not a benchmark itself.
+they import this file as ``harness`` (the client is ``http1``, the load rounds ``loadgen``, the CPU
+figures ``meter``, the run's frame ``lifecycle``). It is not a benchmark itself.
 """
 
 from __future__ import annotations
@@ -11,16 +10,15 @@ from __future__ import annotations
 import os
 import re
 import resource
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+
+from meter import process_cpu_s
 
 RAISED_LIMIT = 1_000_000_000  # a rate limit raised for the run
 SEND_CLASS_LIMITS = (  # what limits sending: per token, per receiver, per client address
@@ -30,19 +28,14 @@ SEND_CLASS_LIMITS = (  # what limits sending: per token, per receiver, per clien
     "LIMIT_IP_MINUTE",
     "LIMIT_IP_HOUR",
 )
-LISTENING = "relaybox is listening on "  # the first stdout line of ``relaybox serve``
-BASELINE_LISTENING = "baseline is listening on "  # the same line of a script's own baseline server
+SETUP_LIMITS = ("REGISTER_PER_IP_PER_MINUTE", "PAIR_INIT_PER_IP_PER_MINUTE")  # every device is on 127.0.0.1
+LISTENING = "relaybox is listening on "  # the first stdout line of ``relaybox serve`` and of a baseline
 STARTUP_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0
 
-T = TypeVar("T")
-
 
 class BenchError(RuntimeError):
-    """The run could not complete (a server failed, a request timed out, a setup step was refused)."""
-
-
-# -- server processes ---------------------------------------------------------------------------
+    """The run could not complete (a server failed, a request timed out, an answer was wrong)."""
 
 
 @dataclass
@@ -53,7 +46,7 @@ class Server:
     process: subprocess.Popen[bytes]
     log_dir: Path
     url: str = ""
-    tail_lines: int = 15  # of stderr, shown when it failed
+    tail_lines: int = 20  # of stderr, shown when it failed
 
     @property
     def pid(self) -> int:
@@ -66,8 +59,7 @@ class Server:
 
     def cpu_s(self) -> float:
         """User + system CPU seconds the server process has used so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_s(self.pid)
 
     def status_field(self, name: str) -> int:
         """A numeric field of /proc/<pid>/status (VmRSS is in KiB)."""
@@ -121,9 +113,21 @@ def relaybox_command(data_dir: str | Path) -> list[str]:
     return [sys.executable, "-m", "app.cli", "serve", "--port", "0", "--data-dir", str(data_dir)]
 
 
+def baseline_command(kind: str) -> list[str]:
+    """A bare server of ``baselines.py`` (``starlette`` or ``mcp``), served as relaybox is."""
+    return [sys.executable, str(Path(__file__).with_name("baselines.py")), kind]
+
+
 def raised_limits(*names: str) -> dict[str, str]:
     """``RELAYBOX_<name>`` settings that raise these limits out of the run's way."""
     return {f"RELAYBOX_{name}": str(RAISED_LIMIT) for name in names}
+
+
+def logging_settings(access_log: bool) -> dict[str, str]:
+    """The logging every server of a run gets, relaybox and the bare ones alike: relaybox's own
+    configuration (``app.logs``, text format) with uvicorn's access log on (level info, as
+    ``relaybox serve`` runs by default) or off (level warning: no access line is written)."""
+    return {"RELAYBOX_LOG_FORMAT": "text", "RELAYBOX_LOG_LEVEL": "info" if access_log else "warning"}
 
 
 def server_env(data_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
@@ -155,15 +159,11 @@ def start_server(
     settings: Mapping[str, str] | None = None,
     *,
     fd_limit: int | None = None,
-    probe: bool = True,
-    tail_lines: int = 15,
 ) -> Server:
-    """Start a server whose first stdout line announces its URL and wait for that line; with
-    ``probe``, also until it accepts connections (a baseline announces before it listens; relaybox
-    only once it does). ``settings`` are ``RELAYBOX_*`` settings for it (the data dir is
-    ``<work_dir>/data``); ``fd_limit`` is its soft open-file limit. stdout and stderr go to files:
-    uvicorn writes its access log to stdout, and a file, unlike an undrained pipe, never blocks the
-    server."""
+    """Start a server whose first stdout line announces its URL once it listens, and wait for that
+    line. ``settings`` are ``RELAYBOX_*`` settings for it (the data dir is ``<work_dir>/data``);
+    ``fd_limit`` is its soft open-file limit. stdout and stderr go to files: uvicorn writes its
+    access log to stdout, and a file, unlike an undrained pipe, never blocks the server."""
     log_dir = work_dir / "logs"
     log_dir.mkdir(exist_ok=True)
 
@@ -181,26 +181,17 @@ def start_server(
             stderr=err,
             preexec_fn=None if fd_limit is None else limit_fds,  # no threads exist yet in this process
         )
-    server = Server(name, process, log_dir, tail_lines=tail_lines)
+    server = Server(name, process, log_dir)
     try:
-        wait_until_ready(server, timeout_s, probe)
+        wait_until_ready(server, timeout_s)
     except BaseException:  # the caller only stops what it got back: SIGTERM's SystemExit included
         server.stop()
         raise
     return server
 
 
-def start_relaybox(work_dir: Path, timeout_s: float, settings: Mapping[str, str], fd_limit: int) -> Server:
-    """The one ``relaybox serve`` of a run that measures a single server (``stream.py``,
-    ``longpoll.py``): named "server", announced once it listens, a longer stderr tail."""
-    command = relaybox_command(work_dir / "data")
-    return start_server(
-        "server", command, work_dir, timeout_s, settings, fd_limit=fd_limit, probe=False, tail_lines=20
-    )
-
-
-def wait_until_ready(server: Server, timeout_s: float, probe: bool) -> None:
-    """Until the server has announced its URL (and, with ``probe``, accepts connections)."""
+def wait_until_ready(server: Server, timeout_s: float) -> None:
+    """Until the server has announced its URL (it does once it accepts connections)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not server.alive():
@@ -208,103 +199,8 @@ def wait_until_ready(server: Server, timeout_s: float, probe: bool) -> None:
                 f"{server.name} exited with {server.process.returncode}:\n{server.stderr_tail()}"
             )
         first, newline, _ = server.log("stdout").partition("\n")
-        if newline and first.startswith((LISTENING, BASELINE_LISTENING)):
+        if newline and first.startswith(LISTENING):
             server.url = first.split(" on ", 1)[1].strip()
-        if server.url and (not probe or accepts_connections(server.address)):
             return
         time.sleep(0.05)
-    if probe:
-        raise BenchError(f"{server.name} was not accepting connections after {timeout_s:.0f} s")
     raise BenchError(f"{server.name} did not announce its URL within {timeout_s:.0f} s")
-
-
-def accepts_connections(address: tuple[str, int]) -> bool:
-    """The URL line of a baseline comes out before uvicorn listens on the socket, so probe it."""
-    try:
-        socket.create_connection(address, timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
-def free_socket() -> socket.socket:
-    """A socket bound to a free port on 127.0.0.1, for a baseline server to serve on."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-# -- the end of a run ---------------------------------------------------------------------------
-
-
-def health(server: Server, was_alive: bool) -> None:
-    """Say how a server fared: alive to the end, and any traceback in its log."""
-    state = "ran to the end" if was_alive else f"DIED (exit {server.process.returncode})"
-    tracebacks = server.log("stderr").count("Traceback")
-    print(f"{server.name}: {state}; tracebacks in its log: {tracebacks}")
-    if tracebacks or not was_alive:
-        print(server.stderr_tail())
-
-
-def server_health(server: Server, was_alive: bool) -> None:
-    """Say how the one server fared: alive to the end, failed answers, tracebacks."""
-    state = "ran to the end" if was_alive else f"DIED before the end (exit {server.process.returncode})"
-    failed = server.count_in_log(r'HTTP/1\.1" [45]\d\d ', "stdout")
-    tracebacks = server.count_in_log(r"^Traceback", "stderr")
-    print(f"server: {state}; 4xx/5xx responses: {failed}; tracebacks in its stderr: {tracebacks}")
-    if tracebacks or not was_alive:
-        print("--- server stderr (tail) ---")
-        print(server.stderr_tail())
-
-
-def stop_servers(servers: list[Server], say: Callable[[Server, bool], None] = health) -> None:
-    """Stop every server (SIGTERM, then SIGKILL), then ``say`` how each fared."""
-    alive = [server.alive() for server in servers]
-    for server in servers:
-        server.stop()
-    for server, was_alive in zip(servers, alive, strict=True):
-        say(server, was_alive)
-
-
-def remove_work_dir(work_dir: Path, keep: bool, note: str = "") -> None:
-    if keep:
-        print(f"kept {work_dir}{note}")
-    else:
-        shutil.rmtree(work_dir, ignore_errors=True)
-
-
-def stop_on_sigterm(what: str) -> None:
-    """On SIGTERM, say so and exit 2 through the ``finally`` that stops ``what``."""
-
-    def on_sigterm(_signum: int, _frame: object) -> NoReturn:
-        print(f"FAILED: interrupted by SIGTERM; stopping {what}", flush=True)
-        raise SystemExit(2)  # unwinds through the finally that stops the servers
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-
-
-def describe(exc: BaseException) -> str:
-    """The first leaf of an exception group, or the exception itself."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
-
-
-def serve_like_relaybox(app: Any, sock: socket.socket, **options: Any) -> None:
-    """Serve a benchmark's bare app on ``sock`` the way ``relaybox serve`` serves relaybox: uvicorn's
-    default loop and HTTP implementation, the access log on, proxy headers, and the collector tuned
-    once serving (``app.serve.tune_collector``)."""
-    import uvicorn
-
-    from app.serve import tune_collector
-
-    class ServedLikeRelaybox(uvicorn.Server):
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            tune_collector()
-
-    config = uvicorn.Config(
-        app, log_level="info", access_log=True, proxy_headers=True, timeout_graceful_shutdown=3, **options
-    )
-    ServedLikeRelaybox(config).run(sockets=[sock])
