@@ -7,7 +7,7 @@ codes as an HMAC under the server key (a six-digit code's plain hash would be tr
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, LargeBinary, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -129,7 +129,18 @@ class QueuedEnvelope(SQLModel, table=True):
     """One opaque blob waiting for its recipient device, ordered by ``seq``."""
 
     __tablename__ = "queued_envelopes"
-    __table_args__ = {"sqlite_autoincrement": True}  # a seq is never handed out twice
+    __table_args__ = (
+        # Each enqueue finds the recipient's 200th newest unpinned entry: in this index alone, not
+        # by reading every candidate row for its tag (``core.services.delivery``).
+        Index(
+            "ix_queued_envelopes_unpinned",
+            "recipient_device_id",
+            "seq",
+            sqlite_where=text("tag IS NULL"),
+            postgresql_where=text("tag IS NULL"),
+        ),
+        {"sqlite_autoincrement": True},  # a seq is never handed out twice
+    )
 
     seq: int | None = Field(default=None, primary_key=True)
     recipient_device_id: str = Field(index=True, max_length=36)

@@ -34,3 +34,18 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
         assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1
     engine.dispose()
+
+
+def test_trimming_a_queue_reads_the_index_of_unpinned_entries_alone(tmp_path: Path) -> None:
+    """Each enqueue finds the recipient's 200th newest unpinned entry; with the partial index
+    SQLite does so without reading each candidate row for its tag."""
+    from core.services.delivery import _TRIM
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'plan.db'}")
+    migrate.upgrade(engine)
+    sql = str(_TRIM.statement.compile(dialect=engine.dialect))
+    with engine.connect() as connection:
+        plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, ("dev_a", "dev_a", 1, 199)).all()
+    engine.dispose()
+    details = [row[-1] for row in plan]
+    assert sum("ix_queued_envelopes_unpinned" in detail for detail in details) == 2, details
