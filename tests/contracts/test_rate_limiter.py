@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -224,3 +225,19 @@ def test_an_acquire_is_one_round_trip_that_runs_the_script(redis_url: str, names
         limiter.reset()
         limiter.close()
         admin.close()
+
+
+@pytest.mark.parametrize(
+    ("moment", "start", "end"),
+    [
+        ("2026-11-30T23:59:59.5", "2026-11-01", "2026-12-01"),
+        ("2026-12-01T00:00:00", "2026-12-01", "2027-01-01"),
+        ("2028-02-29T12:00:00", "2028-02-01", "2028-03-01"),
+        ("2027-02-28T23:59:59", "2027-02-01", "2027-03-01"),
+    ],
+)
+def test_month_bounds_are_the_utc_calendar_month(moment: str, start: str, end: str) -> None:
+    def epoch(text: str) -> float:
+        return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+    assert month_bounds(epoch(moment)) == (epoch(start), epoch(end))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import enum
+import functools
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -57,7 +58,14 @@ class LimitDecision:
 
 
 def month_bounds(now: float) -> tuple[float, float]:
-    moment = datetime.fromtimestamp(now, UTC)
+    """The UTC calendar month holding ``now``: its first second and the first of the next month."""
+    return _month_bounds_of_day(int(now // 86_400))
+
+
+@functools.lru_cache(maxsize=4)
+def _month_bounds_of_day(day: int) -> tuple[float, float]:
+    """Every send charges a monthly layer: the bounds are worked out once a day, not per call."""
+    moment = datetime.fromtimestamp(day * 86_400, UTC)
     start = datetime(moment.year, moment.month, 1, tzinfo=UTC)
     days = calendar.monthrange(moment.year, moment.month)[1]
     return start.timestamp(), start.timestamp() + days * 86_400
