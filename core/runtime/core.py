@@ -185,9 +185,8 @@ class Core:
             self.clock,
             self.keys,
             self.limiter,
-            self.push.can_reach,
+            self.push,
             self.objects,
-            web_push_enabled=self.push.web_push_enabled,
             read_connection=read_connection,
             opened_session=session,
         )

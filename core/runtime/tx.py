@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 from sqlmodel import Session
 
 from core.adapters.limits.base import RateLimiter
-from core.adapters.push.base import PushTarget
+from core.adapters.push.base import PushRoutes
 from core.adapters.storage.base import ObjectStore
 from core.clock import Clock
 from core.principal import Principal
@@ -30,9 +30,8 @@ class Tx:
     clock: Clock
     keys: ServerKeys
     limiter: RateLimiter
-    push_available: Callable[[PushTarget], bool]
+    push: PushRoutes  # which sender would serve a device, and what it takes; sending is after commit
     objects: ObjectStore
-    web_push_enabled: bool = False
     events: list[Event] = field(default_factory=list)
     read_connection: Connection | None = None  # a quick read's connection, in its transaction
     opened_session: Session | None = None  # the ORM session, once there is one

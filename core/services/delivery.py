@@ -5,20 +5,21 @@ envelopes. Operations call these inside their transaction; pushes leave after co
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import bindparam, delete, func, insert, select
 from sqlmodel import col
 
-from core.adapters.push.base import PushMessage, PushTarget, WebPushSubscription
+from core.adapters.push.base import PushMessage, PushTarget
 from core.domain import payloads
 from core.domain.canonical import canonical_json
 from core.runtime.events import EnvelopeQueued, PushRequested
 from core.runtime.tx import Tx
 from core.services.queue_wake import wake_message
 from core.store.prepared import PreparedStatement
-from core.store.tables import Device, QueuedEnvelope, WebPushSubscriptionRow
+from core.store.tables import Device, PushRegistration, QueuedEnvelope
 
 QUEUE_CAP = 200
 QUEUE_LIFETIME_S = 86_400  # device-to-device envelopes
@@ -120,17 +121,22 @@ _TRIM = PreparedStatement(delete(_QUEUE).where(_UNPINNED, _QUEUE.c.seq < _OLDEST
 
 
 def push_target(tx: Tx, device: Recipient) -> PushTarget:
-    """Where the device can be pushed (its web-push subscription is read only when web push is on)."""
-    subscription = tx.session.get(WebPushSubscriptionRow, device.device_id) if tx.web_push_enabled else None
+    """Where the device can be pushed (its registrations are read only when a configured sender
+    takes one)."""
+    rows = (
+        tx.session.execute(
+            select(col(PushRegistration.service), col(PushRegistration.registration)).where(
+                col(PushRegistration.device_id) == device.device_id
+            )
+        ).all()
+        if tx.push.registered_services
+        else ()
+    )
     return PushTarget(
-        device_id=device.device_id,
-        fcm_token=device.fcm_token,
-        fcm_token_kind=device.fcm_token_kind or "token",
-        web_push=(
-            WebPushSubscription(subscription.endpoint, subscription.p256dh, subscription.auth)
-            if subscription
-            else None
-        ),
+        device.device_id,
+        device.fcm_token,
+        device.fcm_token_kind or "token",
+        {service: json.loads(registration) for service, registration in rows},
     )
 
 
@@ -138,7 +144,7 @@ def request_push(tx: Tx, target: PushTarget, message: PushMessage, *, awaited: b
     """Hand a push to the device's push service after commit. A device without one gets it from
     its queue, kept for the message's ``ttl_s`` (store-and-forward, as FCM does): an open
     ``/v1/sync`` stream at once, a closed one when it reconnects. ``awaited``: see ``Delivery``."""
-    if tx.push_available(target):
+    if tx.push.can_reach(target):
         if awaited:
             return Delivery(target.device_id, None, True, (target, message))
         tx.emit(PushRequested(target, message))
@@ -190,14 +196,14 @@ def send_server_message(
     )
     if target is None:
         target = push_target(tx, device)
-    if not tx.push_available(target) or not push_now:
-        return Delivery(device.device_id, seq, tx.push_available(target))
+    if not tx.push.can_reach(target) or not push_now:
+        return Delivery(device.device_id, seq, tx.push.can_reach(target))
     wake = {"msgId": msg_id, "seqId": str(seq)}
     message = PushMessage("notify", wake, high_priority, ttl_s)
     if push_type is not None:
         inline_fields = wake | {"payload": base64.b64encode(blob).decode()}
         inline = PushMessage(push_type, inline_fields, high_priority, ttl_s)
-        if inline.encoded_size() <= target.data_limit:
+        if inline.encoded_size() <= tx.push.data_limit(target):
             message = inline
     if awaited:
         return Delivery(device.device_id, seq, True, (target, message))

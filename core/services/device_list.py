@@ -10,7 +10,7 @@ from core.runtime.core import Core
 from core.runtime.marks import quick_read, reusable
 from core.runtime.tx import Tx
 from core.store.prepared import PreparedStatement
-from core.store.tables import Device, WebPushSubscriptionRow
+from core.store.tables import Device, PushRegistration
 
 HOUR = 3600
 
@@ -56,7 +56,7 @@ def account_devices(tx: Tx, principal: Principal) -> tuple[DeviceSummary, ...]:
             device_id=device_id,
             name=name,
             surface_kind=surface_kind,
-            reachable=bool(fcm_token) or web_push,
+            reachable=bool(fcm_token) or registered,
             status_reported_at=status_reported_at,
             last_seen_at=_coarse(surface_kind, last_seen_at),
             battery_percent=battery_percent,
@@ -71,16 +71,16 @@ def account_devices(tx: Tx, principal: Principal) -> tuple[DeviceSummary, ...]:
             last_seen_at,
             battery_percent,
             charging,
-            web_push,
+            registered,
         ) in _ACCOUNT_DEVICES.rows(tx.connection(), account_id=principal.account_id)
     )
 
 
 # Built once and run on the driver's cursor: this read is what every list_devices call costs, and
 # building a statement, or executing it through the engine, costs more than running it. One
-# statement: the devices, each with whether it has a web-push subscription.
+# statement: the devices, each with whether it has a push registration (FCM's is on its row).
 _DEVICE = Device.__table__  # type: ignore[attr-defined]
-_WEB_PUSH = WebPushSubscriptionRow.__table__  # type: ignore[attr-defined]
+_REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
 _ACCOUNT_DEVICES = PreparedStatement(
     select(
         _DEVICE.c.device_id,
@@ -91,7 +91,7 @@ _ACCOUNT_DEVICES = PreparedStatement(
         _DEVICE.c.last_seen_at,
         _DEVICE.c.battery_percent,
         _DEVICE.c.charging,
-        exists().where(_WEB_PUSH.c.device_id == _DEVICE.c.device_id).label("web_push"),
+        exists().where(_REGISTRATIONS.c.device_id == _DEVICE.c.device_id).label("registered"),
     )
     .where(_DEVICE.c.account_id == bindparam("account_id"))
     .order_by(_DEVICE.c.created_at)

@@ -11,7 +11,7 @@ from sqlalchemy import delete, or_
 from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
-from core.adapters.push.base import PushMessage
+from core.adapters.push.base import WEB_PUSH, PushMessage, WebPushSubscription
 from core.domain.keys import PUBLIC_KEY_SCHEMA, InvalidPublicKey, decode_public_key
 from core.domain.secrets import digest, new_device_credential, new_uuid
 from core.errors import RelayError
@@ -21,9 +21,7 @@ from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services.delivery import push_target, request_push
 from core.services.push_registration import (
-    PushRoute,
     RegistrationProof,
-    WebPushIn,
     apply_push_settings,
     prove_push_registration,
     push_route,
@@ -32,10 +30,10 @@ from core.store.tables import (
     Account,
     Device,
     Pair,
+    PushRegistration,
     QueuedEnvelope,
     RegistrationChallenge,
     ScheduledWakeUp,
-    WebPushSubscriptionRow,
 )
 
 DeviceType = Literal["extension", "android", "web"]  # web: a browser (the web app) as the phone or a computer
@@ -52,7 +50,7 @@ class DeviceCreate(BaseModel):
     name: str = Name
     fcm_token: str | None = Field(default=None, min_length=1, max_length=4096)
     fcm_token_kind: Literal["token", "fid"] = "token"
-    web_push: WebPushIn | None = None
+    web_push: WebPushSubscription | None = None
     app_build: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
 
 
@@ -71,7 +69,7 @@ class DevicePatch(BaseModel):
     name: str | None = Field(default=None, max_length=64)
     fcm_token: str | None = Field(default=None, min_length=1, max_length=4096)
     fcm_token_kind: Literal["token", "fid"] = "token"
-    web_push: WebPushIn | None = None
+    web_push: WebPushSubscription | None = None
     app_build: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
 
 
@@ -82,7 +80,7 @@ class DeviceOut(BaseModel):
     name: str
     public_key: str
     app_build: int | None = None  # omitted when None, like every None in a response
-    push: PushRoute
+    push: str = Field(description="The push service its pushes go through (fcm, web_push, ...) or stream")
     registration_id: str | None = None
 
 
@@ -130,7 +128,8 @@ def register_phone(tx: Tx, principal: Principal, *, body: DeviceCreate) -> Devic
     tx.session.flush()
     tx.session.add(device)
     tx.session.flush()
-    registration_id = apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, body.web_push)
+    registrations = _registrations(body)
+    registration_id = apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, registrations)
     return DeviceRegistered(
         device_id=device.device_id,
         device_token=credential,
@@ -148,7 +147,8 @@ def update_device(tx: Tx, principal: Principal, *, body: DevicePatch) -> DeviceO
     if body.app_build is not None:
         device.app_build = body.app_build
     tx.session.add(device)
-    registration_id = apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, body.web_push)
+    registrations = _registrations(body)
+    registration_id = apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, registrations)
     return describe_device(tx, device, registration_id)
 
 
@@ -208,7 +208,7 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
             wake = PushMessage("disconnect", {"deviceId": device.device_id}, high_priority=True)
             request_push(tx, push_target(tx, other), wake)
         tx.session.delete(pair)
-    for table in (RegistrationChallenge, WebPushSubscriptionRow, ScheduledWakeUp):
+    for table in (RegistrationChallenge, PushRegistration, ScheduledWakeUp):
         tx.session.execute(delete(table).where(col(table.device_id) == device.device_id))
     tx.session.execute(
         delete(QueuedEnvelope).where(col(QueuedEnvelope.recipient_device_id) == device.device_id)
@@ -216,6 +216,10 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
     tx.session.flush()
     tx.session.delete(device)
     tx.emit(DeviceRevoked(device.device_id))
+
+
+def _registrations(body: DeviceCreate | DevicePatch) -> dict[str, dict[str, str]]:
+    return {WEB_PUSH: body.web_push.model_dump()} if body.web_push is not None else {}
 
 
 def own_device(tx: Tx, principal: Principal) -> Device:

@@ -1,14 +1,16 @@
 """A device's push route: how it is registered, proved and forgotten, and what it is now.
 
-A web-push subscription is stored as the device gives it. An FCM token becomes the route only once
-the phone echoes the nonce of a ``reg_challenge`` pushed to that token. When the push service says a
-registration is gone, it is dropped. A device with no route is served over its open stream.
+A registration with a push service (a web-push subscription, ...) is stored as the device gives it,
+one row per service. An FCM token becomes the route only once the phone echoes the nonce of a
+``reg_challenge`` pushed to that token. When the push service says a registration is gone, it is
+dropped. A device with no route is served over its open stream.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
-from typing import Literal
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete
@@ -19,17 +21,8 @@ from core.domain.secrets import digest, digests_match, new_prefixed_id
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.tx import Tx
-from core.services.delivery import request_push
-from core.store.tables import Device, RegistrationChallenge, WebPushSubscriptionRow
-
-PushRoute = Literal["fcm", "web_push", "stream"]
-
-
-class WebPushIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    endpoint: str = Field(min_length=8, max_length=2048)
-    p256dh: str = Field(min_length=1, max_length=128)
-    auth: str = Field(min_length=1, max_length=64)
+from core.services.delivery import push_target, request_push
+from core.store.tables import Device, PushRegistration, RegistrationChallenge
 
 
 class RegistrationProof(BaseModel):
@@ -38,31 +31,26 @@ class RegistrationProof(BaseModel):
     nonce: str = Field(min_length=1, max_length=128)
 
 
-def push_route(tx: Tx, device: Device) -> PushRoute:
-    """How the device is pushed now: a proved FCM token first, then a web-push subscription."""
-    if device.fcm_token:
-        return "fcm"
-    if tx.session.get(WebPushSubscriptionRow, device.device_id) is not None:
-        return "web_push"
-    return "stream"
+def push_route(tx: Tx, device: Device) -> str:
+    """The name of the push service the device's pushes go through now (a proved FCM token before
+    a web-push subscription, as bootstrap orders the senders), or ``stream``."""
+    return tx.push.route(push_target(tx, device))
 
 
 def apply_push_settings(
-    tx: Tx, device: Device, fcm_token: str | None, fcm_kind: str, web_push: WebPushIn | None
+    tx: Tx,
+    device: Device,
+    fcm_token: str | None,
+    fcm_kind: str,
+    registrations: Mapping[str, Mapping[str, str]],
 ) -> str | None:
-    """Store a web-push subscription; challenge an FCM token (its registration id, when sent)."""
-    if web_push is not None:
-        existing = tx.session.get(WebPushSubscriptionRow, device.device_id)
-        if existing is not None:
-            tx.session.delete(existing)
-            tx.session.flush()
-        tx.session.add(
-            WebPushSubscriptionRow(
-                device_id=device.device_id,
-                endpoint=web_push.endpoint,
-                p256dh=web_push.p256dh,
-                auth=web_push.auth,
-                created_at=tx.now(),
+    """Store the device's registrations, by service (one replaces the device's earlier one with
+    that service); challenge an FCM token (its registration id, when sent)."""
+    for service, fields in registrations.items():
+        registration = json.dumps(dict(fields), separators=(",", ":"))
+        tx.session.merge(
+            PushRegistration(
+                device_id=device.device_id, service=service, registration=registration, created_at=tx.now()
             )
         )
     if fcm_token is None:
@@ -77,7 +65,7 @@ def _challenge_fcm_token(tx: Tx, device: Device, fcm_token: str, fcm_kind: str) 
     over its open stream, which ``DeviceOut.push`` tells it.
     """
     candidate = PushTarget(device.device_id, fcm_token=fcm_token, fcm_token_kind=fcm_kind)
-    if not tx.push_available(candidate):
+    if not tx.push.can_reach(candidate):
         return None
     tx.session.execute(
         delete(RegistrationChallenge).where(col(RegistrationChallenge.device_id) == device.device_id)
@@ -129,6 +117,4 @@ def forget_push_registration(tx: Tx, principal: Principal, *, device_id: str) ->
     device.fcm_token = None
     device.fcm_token_kind = None
     tx.session.add(device)
-    tx.session.execute(
-        delete(WebPushSubscriptionRow).where(col(WebPushSubscriptionRow.device_id) == device_id)
-    )
+    tx.session.execute(delete(PushRegistration).where(col(PushRegistration.device_id) == device_id))

@@ -143,7 +143,7 @@ def _push_to_phone(
     tx: Tx, phone: Device, body: EnvelopeCreate, blob: bytes, *, msg_id: str, seq: int, ttl: int
 ) -> None:
     target = push_target(tx, phone)
-    if not tx.push_available(target):
+    if not tx.push.can_reach(target):
         return  # the queue entry itself reaches its stream
     wake = {"msgId": msg_id, "seqId": str(seq)}
     message = PushMessage("notify", wake, high_priority=True, ttl_s=ttl)
@@ -156,7 +156,7 @@ def _push_to_phone(
             high_priority=True,
             ttl_s=ttl,
         )
-        if inline.encoded_size() <= target.data_limit:
+        if inline.encoded_size() <= tx.push.data_limit(target):
             message = inline
     request_push(tx, target, message)
 

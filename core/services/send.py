@@ -7,14 +7,15 @@ cap → envelope size → all counters at once → dispatch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import bindparam, sql
 
-from core.adapters.push.base import PushTarget, WebPushSubscription
+from core.adapters.push.base import PushTarget
 from core.domain import payloads
 from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
 from core.domain.secrets import new_prefixed_id
@@ -27,7 +28,7 @@ from core.services.attachments import SealedAttachment
 from core.services.delivery import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S, send_server_message
 from core.services.limits import Limited, charge_send_class
 from core.store.prepared import PreparedStatement
-from core.store.tables import Device, WebPushSubscriptionRow
+from core.store.tables import Device, PushRegistration
 
 ENVELOPE_MAX_BYTES = 2048
 NORMAL_PRIORITIES = ("min", "low")
@@ -86,7 +87,7 @@ def send_notification(
             ttl_s=note.ttl,
             high_priority=note.priority not in NORMAL_PRIORITIES,
             max_lifetime_s=NOTIFICATION_LIFETIME_S,
-            target=device.push_target(tx.web_push_enabled),
+            target=device.push_target(),
         )
     return SendOut(
         id=msg_id,
@@ -116,7 +117,7 @@ def _check_priority_cap(principal: Principal, priority: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class AccountDevice:
-    """One of the account's devices, as much of it as a send reads: with its web-push subscription,
+    """One of the account's devices, as much of it as a send reads: with its push registrations,
     read in the same statement (a send then asks nothing more per device)."""
 
     device_id: str
@@ -125,41 +126,44 @@ class AccountDevice:
     public_key: str
     fcm_token: str | None
     fcm_token_kind: str | None
-    web_push: WebPushSubscription | None
+    registrations: dict[str, Mapping[str, str]]  # by service, as push_registrations holds them
 
-    def push_target(self, web_push_enabled: bool) -> PushTarget:
-        return PushTarget(
-            self.device_id,
-            self.fcm_token,
-            self.fcm_token_kind or "token",
-            self.web_push if web_push_enabled else None,
-        )
+    def push_target(self) -> PushTarget:
+        return PushTarget(self.device_id, self.fcm_token, self.fcm_token_kind or "token", self.registrations)
 
 
 # Built once and run on the driver's cursor: every send reads the account's devices.
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
-_WEB_PUSH = WebPushSubscriptionRow.__table__  # type: ignore[attr-defined]
+_REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
 _DEVICE_COLUMNS = ("device_id", "surface_kind", "name", "public_key", "fcm_token", "fcm_token_kind")
 _ACCOUNT_DEVICES = PreparedStatement(
     sql.select(
         *(_DEVICES.c[name] for name in _DEVICE_COLUMNS),
-        *(_WEB_PUSH.c[name] for name in ("endpoint", "p256dh", "auth")),
+        _REGISTRATIONS.c.service,
+        _REGISTRATIONS.c.registration,
     )
-    .select_from(_DEVICES.outerjoin(_WEB_PUSH, _WEB_PUSH.c.device_id == _DEVICES.c.device_id))
+    .select_from(_DEVICES.outerjoin(_REGISTRATIONS, _REGISTRATIONS.c.device_id == _DEVICES.c.device_id))
     .where(_DEVICES.c.account_id == bindparam("account"))
     .order_by(_DEVICES.c.created_at)
 )
 
 
-def _account_device(row: tuple[Any, ...]) -> AccountDevice:
-    device_id, surface_kind, name, public_key, fcm_token, fcm_token_kind, endpoint, p256dh, auth = row
-    web_push = WebPushSubscription(endpoint, p256dh, auth) if endpoint is not None else None
-    return AccountDevice(device_id, surface_kind, name, public_key, fcm_token, fcm_token_kind, web_push)
+def _account_devices(rows: Iterable[tuple[Any, ...]]) -> list[AccountDevice]:
+    """One per device, in the rows' order: a device with several registrations is on several rows."""
+    devices: dict[str, AccountDevice] = {}
+    for device_id, surface_kind, name, public_key, fcm_token, fcm_token_kind, service, registration in rows:
+        device = devices.get(device_id)
+        if device is None:
+            device = AccountDevice(device_id, surface_kind, name, public_key, fcm_token, fcm_token_kind, {})
+            devices[device_id] = device
+        if service is not None:
+            device.registrations[service] = json.loads(registration)
+    return list(devices.values())
 
 
 def _targets(tx: Tx, account_id: str, selectors: tuple[str, ...]) -> tuple[list[AccountDevice], list[str]]:
     """Resolve ``all``, ``phone``/``mobile``, ``desktop``, names and ids to the account's devices."""
-    devices = [_account_device(row) for row in _ACCOUNT_DEVICES.rows(tx.connection(), account=account_id)]
+    devices = _account_devices(_ACCOUNT_DEVICES.rows(tx.connection(), account=account_id))
     if not any(d.surface_kind == "phone" for d in devices):
         raise RelayError("no_phone_device")
     chosen: dict[str, AccountDevice] = {}

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlmodel import col
 
-from core.adapters.push.base import PushMessage, PushTarget
+from core.adapters.push.base import WEB_PUSH, PushMessage, PushTarget
 from core.domain import payloads
 from core.domain.secrets import new_prefixed_id
 from core.principal import Principal
@@ -33,7 +33,7 @@ LATE_S = 86_400
 
 def wakes_by_push(tx: Tx, device: Device) -> bool:
     """Whether ``device`` is a browser phone that web push can wake."""
-    return device.device_type == "web" and push_target(tx, device).web_push is not None
+    return device.device_type == "web" and tx.push.route(push_target(tx, device)) == WEB_PUSH
 
 
 def schedule(

@@ -7,7 +7,7 @@ codes as an HMAC under the server key (a six-digit code's plain hash would be tr
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, LargeBinary, UniqueConstraint, text
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -55,13 +55,17 @@ class RegistrationChallenge(SQLModel, table=True):
     expires_at: int
 
 
-class WebPushSubscriptionRow(SQLModel, table=True):
-    __tablename__ = "web_push_subscriptions"
+class PushRegistration(SQLModel, table=True):
+    """A device's registration with one push service other than FCM (whose token waits for its
+    proof in ``registration_challenges`` and then lives on the device row): the JSON object of the
+    text fields that service's registration model validated, e.g. a web-push subscription's
+    endpoint and keys (``core.adapters.push.base.PushSender.registration``)."""
+
+    __tablename__ = "push_registrations"
 
     device_id: str = Field(primary_key=True, foreign_key="devices.device_id", max_length=36)
-    endpoint: str = Field(max_length=2048)
-    p256dh: str = Field(max_length=128)
-    auth: str = Field(max_length=64)
+    service: str = Field(primary_key=True, max_length=32)  # the sender's name: web_push, ...
+    registration: str = Field(sa_column=Column(Text, nullable=False))
     created_at: int
 
 

@@ -13,6 +13,7 @@ import pytest
 from core.adapters.push.base import (
     FCM,
     WEB_PUSH,
+    WEB_PUSH_DATA_LIMIT,
     PushMessage,
     PushOutcome,
     PushSender,
@@ -23,13 +24,13 @@ from core.adapters.push.fcm import FcmPush
 from core.adapters.push.memory import MemoryPushSender
 from core.adapters.push.webpush import WebPushSender
 from tests.fakes.fcm_server import QUOTA_EXCEEDED, UNREGISTERED, FakeFcm, make_service_account
-from tests.fakes.webpush_server import FakeWebPushService, new_vapid_private_key
+from tests.fakes.webpush_server import FakeWebPushService, new_vapid_private_key, web_push_target
 
 pytestmark = pytest.mark.anyio
 
 TIMEOUT_S = 0.5
 FCM_TOKEN = "registration-token-1"
-ELSEWHERE = WebPushSubscription("https://push.invalid/push/someone", "p256dh", "auth")
+ELSEWHERE = WebPushSubscription(endpoint="https://push.invalid/push/someone", p256dh="p256dh", auth="auth")
 MESSAGE = PushMessage("approval_request", {"request_id": "r-42", "title": "Deploy?"}, high_priority=True)
 
 
@@ -66,8 +67,12 @@ async def far_end(request: pytest.FixtureRequest) -> AsyncIterator[FarEnd]:
 
 
 def _memory(name: str) -> FarEnd:
-    sender = MemoryPushSender(name)
-    by_fcm, by_web_push = PushTarget("d1", fcm_token=FCM_TOKEN), PushTarget("d1", web_push=ELSEWHERE)
+    sender = (
+        MemoryPushSender(FCM)
+        if name == FCM
+        else MemoryPushSender(name, WebPushSubscription, WEB_PUSH_DATA_LIMIT)
+    )
+    by_fcm, by_web_push = PushTarget("d1", fcm_token=FCM_TOKEN), web_push_target(ELSEWHERE)
     served, elsewhere = (by_fcm, by_web_push) if name == FCM else (by_web_push, by_fcm)
     return FarEnd(
         sender,
@@ -84,7 +89,7 @@ def _fcm(fcm: FakeFcm) -> FarEnd:
     return FarEnd(
         sender,
         PushTarget("d1", fcm_token=FCM_TOKEN),
-        PushTarget("d1", web_push=ELSEWHERE),
+        web_push_target(ELSEWHERE),
         received=lambda: [request.message["data"] for request in fcm.received],
         disown=lambda: fcm.fail(FCM_TOKEN, UNREGISTERED),
         fail=lambda: fcm.fail(FCM_TOKEN, QUOTA_EXCEEDED),  # a 429: refused at once, not retried
@@ -98,7 +103,7 @@ def _webpush(service: FakeWebPushService) -> FarEnd:
     subscriber = service.subscribe(application_server_key=sender.application_server_key)
     return FarEnd(
         sender,
-        PushTarget("d1", web_push=subscriber.subscription),
+        web_push_target(subscriber.subscription),
         PushTarget("d1", fcm_token=FCM_TOKEN),
         received=lambda: [push.json() for push in service.received],
         disown=lambda: service.answer(subscriber.push_id, 410),
@@ -155,9 +160,9 @@ async def test_a_failing_far_end_is_a_failure_not_an_exception(far_end: FarEnd) 
 
 
 async def test_the_largest_message_the_device_takes_is_sent_and_a_larger_one_fails(far_end: FarEnd) -> None:
-    largest = message_of_size(far_end.served.data_limit)
+    largest = message_of_size(far_end.sender.data_limit)
 
-    assert await send(far_end, far_end.served, message_of_size(far_end.served.data_limit + 1)) is (
+    assert await send(far_end, far_end.served, message_of_size(far_end.sender.data_limit + 1)) is (
         PushOutcome.FAILED
     )
     assert far_end.received() == []
@@ -179,3 +184,14 @@ async def test_aclose_may_be_called_twice_and_a_closed_sender_fails_instead_of_r
 async def test_the_sender_is_named_for_the_registration_it_serves(far_end: FarEnd) -> None:
     assert far_end.served.registered_with(far_end.sender.name)
     assert not far_end.elsewhere.registered_with(far_end.sender.name)
+
+
+async def test_what_a_device_registers_is_what_the_sender_finds_in_its_target(far_end: FarEnd) -> None:
+    """A sender that takes a registration of its own is served by what its model validated: the
+    fields a device gives on registering, stored as validated, come back in its PushTarget."""
+    model, name = far_end.sender.registration, far_end.sender.name
+    if model is None:
+        assert name == FCM  # the one service registered otherwise: a proved token on the device row
+        return
+    fields = far_end.served.registrations[name]
+    assert model.model_validate(fields).model_dump() == fields

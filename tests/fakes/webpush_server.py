@@ -4,7 +4,7 @@ Usage from a fixture::
 
     with FakeWebPushService() as service:
         subscriber = service.subscribe()          # a browser's subscription on this fake
-        await sender.send(PushTarget("d1", web_push=subscriber.subscription), message)
+        await sender.send(web_push_target(subscriber.subscription), message)
         service.received                          # decrypted payload, TTL, Urgency, VAPID claims
         service.answer(subscriber.push_id, 410)   # scripted status for one subscription
         service.stall(subscriber.push_id)         # no reply until the fake stops
@@ -31,12 +31,17 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 from pydantic import SecretStr
 
-from core.adapters.push.base import WebPushSubscription
+from core.adapters.push.base import WEB_PUSH, PushTarget, WebPushSubscription
 from tests.fakes.local_http import LocalHttpServer, Reply, Request
 
 _PUSH_PREFIX = "/push/"
 _MAX_VAPID_LIFETIME_S = 24 * 60 * 60  # RFC 8292 section 2
 MAX_BODY = 4096  # what push services accept (RFC 8030 section 7.2 asks for at least this)
+
+
+def web_push_target(subscription: WebPushSubscription, device_id: str = "d1") -> PushTarget:
+    """A device registered with web push by ``subscription``, as the core reads it."""
+    return PushTarget(device_id, registrations={WEB_PUSH: subscription.model_dump()})
 
 
 def b64url_encode(data: bytes) -> str:

@@ -40,6 +40,8 @@ class FcmPush:
     """
 
     name = FCM
+    registration = None  # a token is registered through its own challenge and proof, not as given
+    data_limit = PUSH_DATA_LIMIT
 
     def __init__(
         self,
@@ -79,12 +81,12 @@ class FcmPush:
         if not self.serves(target) or target.fcm_token is None:
             return PushOutcome.NO_ROUTE
         size = message.encoded_size()
-        if size > PUSH_DATA_LIMIT:
+        if size > self.data_limit:
             logger.warning(
                 "fcm: message for device %s is %d bytes, over the %d-byte limit; not sent",
                 target.device_id,
                 size,
-                PUSH_DATA_LIMIT,
+                self.data_limit,
             )
             return PushOutcome.FAILED
         try:

@@ -1,23 +1,19 @@
 """In-process push sender, for tests: keeps what it delivered per device and answers what it is told.
 
-It stands in for one push service (``name``: ``FCM`` by default, or ``WEB_PUSH``) and serves the
-devices registered with that service, as the real sender of that name does, so a Core built with
+It stands in for one push service (``name``: ``FCM`` by default) and serves the devices registered
+with that service, as the real sender of that name does, so a Core built with
 ``PushRouter([MemoryPushSender()])`` routes exactly as one with FCM configured, with no far end.
+To stand in for a service that takes a registration of its own, give its model and data limit
+(web push: ``MemoryPushSender(WEB_PUSH, WebPushSubscription, WEB_PUSH_DATA_LIMIT)``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.adapters.push.base import (
-    FCM,
-    PUSH_DATA_LIMIT,
-    WEB_PUSH,
-    WEB_PUSH_DATA_LIMIT,
-    PushMessage,
-    PushOutcome,
-    PushTarget,
-)
+from pydantic import BaseModel
+
+from core.adapters.push.base import FCM, PUSH_DATA_LIMIT, PushMessage, PushOutcome, PushTarget
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +31,15 @@ class MemoryPushSender:
     the real senders.
     """
 
-    def __init__(self, name: str = FCM) -> None:
+    def __init__(
+        self,
+        name: str = FCM,
+        registration: type[BaseModel] | None = None,
+        data_limit: int = PUSH_DATA_LIMIT,
+    ) -> None:
         self.name = name
-        self.data_limit = WEB_PUSH_DATA_LIMIT if name == WEB_PUSH else PUSH_DATA_LIMIT
+        self.registration = registration
+        self.data_limit = data_limit
         self.pushes: list[MemoryPush] = []  # every send asked of it, served or not, in order
         self._answers: dict[str, PushOutcome] = {}
         self.closed = False

@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from core.adapters.push.base import WEB_PUSH, PushMessage, PushOutcome, PushSender, PushTarget
+from pydantic import BaseModel
+
+from core.adapters.push.base import PUSH_DATA_LIMIT, STREAM, PushMessage, PushOutcome, PushSender, PushTarget
 
 log = logging.getLogger("relaybox.push")
 
@@ -16,31 +18,50 @@ UnregisteredHook = Callable[[str], Awaitable[None]]
 class PushRouter:
     """The configured senders, in order of preference: a device registered with more than one
     push service is pushed through the earliest in the list (bootstrap puts FCM before web push).
+    Inside a transaction, operations see it as ``PushRoutes``.
 
     ``web_push_key`` is the VAPID public key browsers subscribe with, when web push is on.
     """
 
     def __init__(self, senders: Sequence[PushSender] = (), *, web_push_key: str | None = None) -> None:
         names = [sender.name for sender in senders]
-        if len(set(names)) != len(names):
-            raise ValueError(f"push senders need distinct names, got {names}")
+        if len(set(names)) != len(names) or STREAM in names:
+            raise ValueError(f"push senders need distinct names other than {STREAM!r}, got {names}")
+        for sender in senders:
+            _check_registration(sender)
         self.senders = tuple(senders)
         self.web_push_key = web_push_key
         self.on_unregistered: UnregisteredHook | None = None
         self.outcomes: dict[str, int] = {outcome.value: 0 for outcome in PushOutcome}
+        self._registrations = {s.name: s.registration for s in senders if s.registration is not None}
 
     def sender(self, name: str) -> PushSender | None:
         """The configured sender called ``name``, if any."""
         return next((sender for sender in self.senders if sender.name == name), None)
 
     @property
-    def web_push_enabled(self) -> bool:
-        """Whether web-push subscriptions are used (read from the database) on this server."""
-        return self.sender(WEB_PUSH) is not None
+    def registered_services(self) -> tuple[str, ...]:
+        """The configured senders that take a registration of their own (``push_registrations``)."""
+        return tuple(self._registrations)
+
+    def registration(self, service: str) -> type[BaseModel] | None:
+        """The registration model of the configured sender ``service``; ``None`` if there is no
+        such sender or it takes no registration of this kind."""
+        return self._registrations.get(service)
 
     def can_reach(self, target: PushTarget) -> bool:
         """Whether a configured sender serves this device (else it is reached over its stream)."""
         return self._sender_for(target) is not None
+
+    def route(self, target: PushTarget) -> str:
+        """The name of the sender this device's pushes go through, or ``STREAM``."""
+        sender = self._sender_for(target)
+        return STREAM if sender is None else sender.name
+
+    def data_limit(self, target: PushTarget) -> int:
+        """The most encoded data a push to this device may carry: its sender's limit."""
+        sender = self._sender_for(target)
+        return PUSH_DATA_LIMIT if sender is None else sender.data_limit
 
     async def send(self, target: PushTarget, message: PushMessage) -> PushOutcome:
         sender = self._sender_for(target)
@@ -58,3 +79,10 @@ class PushRouter:
     async def aclose(self) -> None:
         for sender in self.senders:
             await sender.aclose()
+
+
+def _check_registration(sender: PushSender) -> None:
+    """A registration is text fields (a push address, keys): what ``PushTarget`` carries."""
+    model = sender.registration
+    if model is not None and any(field.annotation is not str for field in model.model_fields.values()):
+        raise TypeError(f"the registration model of push sender {sender.name!r} must have str fields only")

@@ -16,7 +16,14 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from py_vapid import Vapid, VapidException
 from pywebpush import WebPushException, webpush_async
 
-from core.adapters.push.base import WEB_PUSH, WEB_PUSH_DATA_LIMIT, PushMessage, PushOutcome, PushTarget
+from core.adapters.push.base import (
+    WEB_PUSH,
+    WEB_PUSH_DATA_LIMIT,
+    PushMessage,
+    PushOutcome,
+    PushTarget,
+    WebPushSubscription,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +41,8 @@ class WebPushSender:
     """
 
     name = WEB_PUSH
+    registration = WebPushSubscription
+    data_limit = WEB_PUSH_DATA_LIMIT
 
     def __init__(self, vapid_private_key: str, vapid_subject: str, *, timeout_s: float = 10.0) -> None:
         self._vapid = _load_vapid_key(vapid_private_key)
@@ -59,26 +68,26 @@ class WebPushSender:
 
     async def send(self, target: PushTarget, message: PushMessage) -> PushOutcome:
         """Send ``message`` to the device's subscription; never raises for delivery failures."""
-        subscription = target.web_push
-        if not self.serves(target) or subscription is None:
+        subscription = target.registrations.get(self.name)
+        if subscription is None:
             return PushOutcome.NO_ROUTE
         if self._closed:
             logger.warning("webpush: sender is closed; message for device %s not sent", target.device_id)
             return PushOutcome.FAILED
         size = message.encoded_size()
-        if size > WEB_PUSH_DATA_LIMIT:
+        if size > self.data_limit:
             logger.warning(
                 "webpush: message for device %s is %d bytes, over the %d-byte limit; not sent",
                 target.device_id,
                 size,
-                WEB_PUSH_DATA_LIMIT,
+                self.data_limit,
             )
             return PushOutcome.FAILED
         try:
             await webpush_async(
                 {
-                    "endpoint": subscription.endpoint,
-                    "keys": {"p256dh": subscription.p256dh, "auth": subscription.auth},
+                    "endpoint": subscription["endpoint"],
+                    "keys": {"p256dh": subscription["p256dh"], "auth": subscription["auth"]},
                 },
                 data=json.dumps(message.data(), separators=(",", ":")),
                 vapid_private_key=self._vapid,

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel
 
-from core.adapters.push.base import FCM, WEB_PUSH, PushMessage, PushOutcome, PushTarget, WebPushSubscription
+from core.adapters.push.base import (
+    FCM,
+    PUSH_DATA_LIMIT,
+    STREAM,
+    WEB_PUSH,
+    WEB_PUSH_DATA_LIMIT,
+    PushMessage,
+    PushOutcome,
+    PushTarget,
+    WebPushSubscription,
+)
 from core.adapters.push.memory import MemoryPushSender
 from core.adapters.push.router import PushRouter
 
 pytestmark = pytest.mark.anyio
 
-SUBSCRIPTION = WebPushSubscription("https://push.example/p/1", "p256dh", "auth")
+SUBSCRIPTION = {"endpoint": "https://push.example/p/1", "p256dh": "p256dh", "auth": "auth"}
 MESSAGE = PushMessage("notify", {"seqId": "7"})
-BOTH = PushTarget("both", fcm_token="token-1", web_push=SUBSCRIPTION)
-WEB_ONLY = PushTarget("web", web_push=SUBSCRIPTION)
+BOTH = PushTarget("both", fcm_token="token-1", registrations={WEB_PUSH: SUBSCRIPTION})
+WEB_ONLY = PushTarget("web", registrations={WEB_PUSH: SUBSCRIPTION})
 NEITHER = PushTarget("stream")
 
 
@@ -24,7 +35,7 @@ def fcm() -> MemoryPushSender:
 
 @pytest.fixture
 def web_push() -> MemoryPushSender:
-    return MemoryPushSender(WEB_PUSH)
+    return MemoryPushSender(WEB_PUSH, WebPushSubscription, WEB_PUSH_DATA_LIMIT)
 
 
 async def test_a_device_registered_with_both_goes_to_the_first_sender_in_the_list(
@@ -79,13 +90,50 @@ def test_senders_are_found_by_name(fcm: MemoryPushSender, web_push: MemoryPushSe
     router = PushRouter([fcm, web_push], web_push_key="key")
 
     assert (router.sender(FCM), router.sender(WEB_PUSH), router.sender("apns")) == (fcm, web_push, None)
-    assert router.web_push_enabled and router.web_push_key == "key"
-    assert not PushRouter([fcm]).web_push_enabled
+    assert router.web_push_key == "key"
 
 
-def test_two_senders_of_one_name_are_refused() -> None:
+def test_the_registrations_a_router_takes_are_those_of_its_senders(
+    fcm: MemoryPushSender, web_push: MemoryPushSender
+) -> None:
+    router = PushRouter([fcm, web_push])
+
+    assert router.registered_services == (WEB_PUSH,)
+    assert router.registration(WEB_PUSH) is WebPushSubscription
+    assert router.registration(FCM) is None  # FCM's token is proved, not registered as given
+    assert router.registration("apns") is None
+    assert PushRouter([fcm]).registered_services == ()
+
+
+@pytest.mark.parametrize(
+    ("target", "route", "limit"),
+    [
+        (BOTH, FCM, PUSH_DATA_LIMIT),
+        (WEB_ONLY, WEB_PUSH, WEB_PUSH_DATA_LIMIT),
+        (NEITHER, STREAM, PUSH_DATA_LIMIT),
+    ],
+)
+def test_a_device_has_the_route_and_data_limit_of_the_sender_that_serves_it(
+    fcm: MemoryPushSender, web_push: MemoryPushSender, target: PushTarget, route: str, limit: int
+) -> None:
+    router = PushRouter([fcm, web_push])
+
+    assert (router.route(target), router.data_limit(target)) == (route, limit)
+
+
+@pytest.mark.parametrize("names", [[FCM, FCM], [STREAM]])
+def test_senders_need_distinct_names_other_than_stream(names: list[str]) -> None:
     with pytest.raises(ValueError, match="distinct names"):
-        PushRouter([MemoryPushSender(FCM), MemoryPushSender(FCM)])
+        PushRouter([MemoryPushSender(name) for name in names])
+
+
+def test_a_registration_of_other_than_text_fields_is_refused() -> None:
+    class Numbered(BaseModel):
+        endpoint: str
+        port: int
+
+    with pytest.raises(TypeError, match="str fields only"):
+        PushRouter([MemoryPushSender("numbered", Numbered)])
 
 
 async def test_aclose_closes_every_sender(fcm: MemoryPushSender, web_push: MemoryPushSender) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 
 import anyio
 import pytest
@@ -21,7 +20,7 @@ from core.adapters.push.base import (
     WebPushSubscription,
 )
 from core.adapters.push.webpush import WebPushSender
-from tests.fakes.webpush_server import FakeWebPushService, b64url_encode
+from tests.fakes.webpush_server import FakeWebPushService, b64url_encode, web_push_target
 
 pytestmark = pytest.mark.anyio
 
@@ -59,7 +58,7 @@ async def send(
     sender: WebPushSender, subscription: WebPushSubscription, message: PushMessage = MESSAGE
 ) -> PushOutcome:
     with anyio.fail_after(5):
-        return await sender.send(PushTarget("d1", web_push=subscription), message)
+        return await sender.send(web_push_target(subscription), message)
 
 
 async def test_the_push_decrypts_to_the_compact_json_of_the_message_data(
@@ -189,7 +188,7 @@ async def test_a_push_service_that_never_answers_times_out_as_a_failure(
 async def test_an_unreachable_push_service_is_a_failure(
     push_service: FakeWebPushService, sender: WebPushSender, refused_endpoint: str
 ) -> None:
-    subscription = replace(push_service.subscribe().subscription, endpoint=refused_endpoint)
+    subscription = push_service.subscribe().subscription.model_copy(update={"endpoint": refused_endpoint})
 
     assert await send(sender, subscription) is PushOutcome.FAILED
 
@@ -197,7 +196,9 @@ async def test_an_unreachable_push_service_is_a_failure(
 async def test_a_malformed_subscription_is_a_failure_not_an_exception(
     push_service: FakeWebPushService, sender: WebPushSender
 ) -> None:
-    subscription = replace(push_service.subscribe().subscription, p256dh=b64url_encode(b"\x04" + bytes(64)))
+    subscription = push_service.subscribe().subscription.model_copy(
+        update={"p256dh": b64url_encode(b"\x04" + bytes(64))}
+    )
 
     assert await send(sender, subscription) is PushOutcome.FAILED
     assert push_service.received == []
@@ -226,7 +227,7 @@ async def test_logs_never_name_the_endpoint_or_the_payload(
     gone, failing = push_service.subscribe(), push_service.subscribe()
     push_service.answer(gone.push_id, 410)
     push_service.answer(failing.push_id, 500)
-    refused = replace(failing.subscription, endpoint=refused_endpoint)
+    refused = failing.subscription.model_copy(update={"endpoint": refused_endpoint})
 
     for subscription in (gone.subscription, failing.subscription, refused):
         await send(sender, subscription, message)

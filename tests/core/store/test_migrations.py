@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
@@ -49,3 +51,51 @@ def test_trimming_a_queue_reads_the_index_of_unpinned_entries_alone(tmp_path: Pa
     engine.dispose()
     details = [row[-1] for row in plan]
     assert sum("ix_queued_envelopes_unpinned" in detail for detail in details) == 2, details
+
+
+def _downgrade(engine: Engine, revision: str) -> None:
+    config = migrate.alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+
+
+def test_web_push_subscriptions_move_to_push_registrations_and_back(engine: Engine) -> None:
+    """0010: each web-push subscription becomes a "web_push" registration holding the JSON of its
+    fields, as the service stores one; a downgrade puts them back."""
+    subscription = {"endpoint": "https://push.example/p/1", "p256dh": "BKey", "auth": "secret"}
+    _downgrade(engine, "0009")
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("INSERT INTO accounts (account_id, created_at) VALUES ('acc', 1)"))
+            connection.execute(
+                text(
+                    "INSERT INTO devices (device_id, account_id, device_type, surface_kind, public_key, name,"
+                    " credential_hash, created_at, ever_paired, ever_drained)"
+                    " VALUES ('dev', 'acc', 'web', 'phone', 'key', '', 'hash', 2, 0, 0)"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO web_push_subscriptions (device_id, endpoint, p256dh, auth, created_at)"
+                    " VALUES ('dev', :endpoint, :p256dh, :auth, 3)"
+                ),
+                subscription,
+            )
+        migrate.upgrade(engine)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT * FROM push_registrations")).mappings().all()
+        assert [dict(row) for row in rows] == [
+            {
+                "device_id": "dev",
+                "service": "web_push",
+                "registration": json.dumps(subscription, separators=(",", ":")),
+                "created_at": 3,
+            }
+        ]
+        _downgrade(engine, "0009")
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT * FROM web_push_subscriptions")).mappings().all()
+        assert [dict(row) for row in rows] == [{"device_id": "dev", **subscription, "created_at": 3}]
+    finally:
+        migrate.upgrade(engine)

@@ -26,11 +26,11 @@ from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from core.availability import as_unavailable
 from core.store.database import make_engine
 from core.store.prepared import PreparedStatement
-from core.store.tables import Account, Device, WebPushSubscriptionRow
+from core.store.tables import Account, Device, PushRegistration
 
 SECRET = "do-not-echo-this-parameter"
 DEVICE = Device.__table__  # type: ignore[attr-defined]
-WEB_PUSH = WebPushSubscriptionRow.__table__  # type: ignore[attr-defined]
+REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
 ACCOUNT = Account.__table__  # type: ignore[attr-defined]
 
 
@@ -58,7 +58,7 @@ STATEMENT = (
     select(
         DEVICE.c.device_id,
         DEVICE.c.charging,
-        exists().where(WEB_PUSH.c.device_id == DEVICE.c.device_id).label("web_push"),
+        exists().where(REGISTRATIONS.c.device_id == DEVICE.c.device_id).label("registered"),
     )
     .where(DEVICE.c.account_id == bindparam("account_id"))
     .order_by(DEVICE.c.created_at)
@@ -95,7 +95,7 @@ def test_it_reads_inside_the_connections_transaction(engine: Engine) -> None:
 def test_a_driver_error_is_raised_as_sqlalchemys_without_its_parameters(engine: Engine) -> None:
     prepared = PreparedStatement(STATEMENT)
     with engine.connect() as connection, connection.begin():
-        connection.execute(text("DROP TABLE web_push_subscriptions"))
+        connection.execute(text("DROP TABLE push_registrations"))
         with pytest.raises((OperationalError, ProgrammingError)) as raised:  # SQLite says operational
             prepared.rows(connection, account_id=SECRET)
     assert SECRET not in str(raised.value)
