@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorSpec:
@@ -47,6 +49,9 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "consent_decided": ErrorSpec(409, "This consent request was already answered."),
     "already_registered": ErrorSpec(409, "This device is already registered."),
     "invalid_registration": ErrorSpec(400, "The push registration challenge does not match."),
+    "unsupported_push_service": ErrorSpec(
+        400, "This server pushes through no such service (details name those push_registrations takes)."
+    ),
     # Relay and streams.
     "invalid_blob": ErrorSpec(400, "blob must be standard base64 of an envelope v1 (at least 41 bytes)."),
     "invalid_envelope_type": ErrorSpec(400, "type is not an envelope type this server relays."),
@@ -139,3 +144,13 @@ class RelayError(Exception):
     @property
     def status(self) -> int:
         return self.spec.status
+
+
+def invalid_body(error: ValidationError, *, at: tuple[str, ...] = ()) -> RelayError:
+    """400 ``invalid_body`` naming each field (at most 20) the model refused; ``at`` is where in the
+    body the validated object sits, for one validated after the body itself."""
+    problems = [
+        {"field": ".".join(str(part) for part in (*at, *item["loc"])) or "(body)", "problem": item["msg"]}
+        for item in error.errors(include_url=False, include_input=False)
+    ]
+    return RelayError("invalid_body", details={"errors": problems[:20]})

@@ -50,6 +50,7 @@ def api_routes(core: Core) -> list[BaseRoute]:
     """The Starlette routes of the REST API plus ``/openapi.json``."""
     listed = endpoints(core.settings)
     document = build_openapi(listed, server_url=core.settings.base_url)
+    devices.document_push_registrations(document, core.push.registrations)
     routes: list[BaseRoute] = [*routes_by_path(listed, core)]
     routes.append(
         Route("/openapi.json", openapi_response(document), methods=["GET"], include_in_schema=False)

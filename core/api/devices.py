@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 from starlette.responses import JSONResponse, Response
 
 from core.api.routing import Call, Endpoint
@@ -52,7 +56,7 @@ ENDPOINTS = [
         body=devices.DeviceCreate,
         response=devices.DeviceRegistered,
         status=201,
-        errors=("invalid_public_key", "rate_limit_exceeded"),
+        errors=("invalid_public_key", "unsupported_push_service", "rate_limit_exceeded"),
         tag="devices",
     ),
     Endpoint(
@@ -72,6 +76,7 @@ ENDPOINTS = [
         auth=Accept.DEVICE,
         body=devices.DevicePatch,
         response=devices.DeviceOut,
+        errors=("unsupported_push_service",),
         tag="devices",
     ),
     Endpoint(
@@ -125,3 +130,24 @@ ENDPOINTS.append(
         tag="devices",
     )
 )
+
+
+def document_push_registrations(document: dict[str, Any], services: Mapping[str, type[BaseModel]]) -> None:
+    """State in ``document`` what ``push_registrations`` takes on this server: by name, the
+    registration of each configured push service (``PushRouter.registrations``), as its model
+    validates it, and nothing else; the request model alone allows any object."""
+    refs, schema = models_json_schema(
+        [(model, "validation") for model in services.values()], ref_template="#/components/schemas/{model}"
+    )
+    components = document["components"]["schemas"]
+    for name, definition in schema.get("$defs", {}).items():
+        if components.setdefault(name, definition) != definition:
+            raise ValueError(f"a push registration model is named {name!r}, as another schema of the API")
+    name = push_registration.PushRegistrations.__name__
+    components[name] = {
+        "title": name,
+        "description": components[name]["description"],
+        "type": "object",
+        "properties": {service: refs[(model, "validation")] for service, model in services.items()},
+        "additionalProperties": False,
+    }

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from core.errors import RelayError
+from core.errors import RelayError, invalid_body
 from core.principal import Principal
 from core.runtime.core import Core
 from core.services.auth import Accept, authenticated, bearer_from_header
@@ -197,11 +197,7 @@ def validate_model(model: type[M], data: Any) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [
-            {"field": ".".join(str(part) for part in error["loc"]) or "(body)", "problem": error["msg"]}
-            for error in exc.errors(include_url=False, include_input=False)
-        ]
-        raise RelayError("invalid_body", details={"errors": problems[:20]}) from exc
+        raise invalid_body(exc) from exc
 
 
 async def until_disconnected(request: Request, work: Awaitable[T]) -> T | None:

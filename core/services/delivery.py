@@ -129,7 +129,7 @@ def push_target(tx: Tx, device: Recipient) -> PushTarget:
                 col(PushRegistration.device_id) == device.device_id
             )
         ).all()
-        if tx.push.registered_services
+        if tx.push.registrations
         else ()
     )
     return PushTarget(

@@ -11,7 +11,7 @@ from sqlalchemy import delete, or_
 from sqlmodel import col, select
 
 from core.adapters.limits.base import LimitCheck
-from core.adapters.push.base import WEB_PUSH, PushMessage, WebPushSubscription
+from core.adapters.push.base import PushMessage, WebPushSubscription
 from core.domain.keys import PUBLIC_KEY_SCHEMA, InvalidPublicKey, decode_public_key
 from core.domain.secrets import digest, new_device_credential, new_uuid
 from core.errors import RelayError
@@ -21,8 +21,10 @@ from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services.delivery import push_target, request_push
 from core.services.push_registration import (
+    PushRegistrations,
     RegistrationProof,
     apply_push_settings,
+    checked_registrations,
     prove_push_registration,
     push_route,
 )
@@ -38,6 +40,7 @@ from core.store.tables import (
 
 DeviceType = Literal["extension", "android", "web"]  # web: a browser (the web app) as the phone or a computer
 Name = Field(default="", max_length=64)
+Registrations = Field(default=None, description='By push service, as each takes it: {"web_push": {...}, ...}')
 
 
 class DeviceCreate(BaseModel):
@@ -51,6 +54,7 @@ class DeviceCreate(BaseModel):
     fcm_token: str | None = Field(default=None, min_length=1, max_length=4096)
     fcm_token_kind: Literal["token", "fid"] = "token"
     web_push: WebPushSubscription | None = None
+    push_registrations: PushRegistrations | None = Registrations
     app_build: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
 
 
@@ -70,6 +74,7 @@ class DevicePatch(BaseModel):
     fcm_token: str | None = Field(default=None, min_length=1, max_length=4096)
     fcm_token_kind: Literal["token", "fid"] = "token"
     web_push: WebPushSubscription | None = None
+    push_registrations: PushRegistrations | None = Registrations
     app_build: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
 
 
@@ -109,6 +114,7 @@ def register_phone(tx: Tx, principal: Principal, *, body: DeviceCreate) -> Devic
     """Register a phone: creates the account whose root device it is. Per-IP limited."""
     charge_ip(tx, principal, "register_ip_minute", tx.settings.register_per_ip_per_minute)
     public_key = checked_public_key(body.public_key)
+    registrations = checked_registrations(tx, body.push_registrations, body.web_push)
     now = tx.now()
     account = Account(account_id=new_uuid(), created_at=now)
     credential = new_device_credential()
@@ -128,7 +134,6 @@ def register_phone(tx: Tx, principal: Principal, *, body: DeviceCreate) -> Devic
     tx.session.flush()
     tx.session.add(device)
     tx.session.flush()
-    registrations = _registrations(body)
     registration_id = apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, registrations)
     return DeviceRegistered(
         device_id=device.device_id,
@@ -142,12 +147,12 @@ def register_phone(tx: Tx, principal: Principal, *, body: DeviceCreate) -> Devic
 def update_device(tx: Tx, principal: Principal, *, body: DevicePatch) -> DeviceOut:
     """Change the calling device's name, app build or push registration."""
     device = own_device(tx, principal)
+    registrations = checked_registrations(tx, body.push_registrations, body.web_push)
     if body.name is not None:
         device.name = body.name
     if body.app_build is not None:
         device.app_build = body.app_build
     tx.session.add(device)
-    registrations = _registrations(body)
     registration_id = apply_push_settings(tx, device, body.fcm_token, body.fcm_token_kind, registrations)
     return describe_device(tx, device, registration_id)
 
@@ -216,10 +221,6 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
     tx.session.flush()
     tx.session.delete(device)
     tx.emit(DeviceRevoked(device.device_id))
-
-
-def _registrations(body: DeviceCreate | DevicePatch) -> dict[str, dict[str, str]]:
-    return {WEB_PUSH: body.web_push.model_dump()} if body.web_push is not None else {}
 
 
 def own_device(tx: Tx, principal: Principal) -> Device:

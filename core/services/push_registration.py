@@ -1,9 +1,10 @@
 """A device's push route: how it is registered, proved and forgotten, and what it is now.
 
-A registration with a push service (a web-push subscription, ...) is stored as the device gives it,
-one row per service. An FCM token becomes the route only once the phone echoes the nonce of a
-``reg_challenge`` pushed to that token. When the push service says a registration is gone, it is
-dropped. A device with no route is served over its open stream.
+A registration with a push service (``push_registrations: {"<service>": {...}}``; web push's also
+as ``web_push``) is stored as the device gives it, once the model of the sender configured under
+that name has validated it, one row per service. An FCM token becomes the route only once the
+phone echoes the nonce of a ``reg_challenge`` pushed to that token. When the push service says a
+registration is gone, it is dropped. A device with no route is served over its open stream.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from sqlalchemy import delete
 from sqlmodel import col
 
-from core.adapters.push.base import PushMessage, PushTarget
+from core.adapters.push.base import WEB_PUSH, PushMessage, PushTarget, WebPushSubscription
 from core.domain.secrets import digest, digests_match, new_prefixed_id
-from core.errors import RelayError
+from core.errors import RelayError, invalid_body
 from core.principal import Principal
 from core.runtime.tx import Tx
 from core.services.delivery import push_target, request_push
@@ -29,6 +31,31 @@ class RegistrationProof(BaseModel):
     model_config = ConfigDict(extra="forbid")
     registration_id: str = Field(min_length=1, max_length=64)
     nonce: str = Field(min_length=1, max_length=128)
+
+
+class PushRegistrations(RootModel[dict[str, dict[str, Any]]]):
+    """Registrations with push services, by service name: only services this server pushes
+    through, each as its own schema says."""
+
+
+def checked_registrations(
+    tx: Tx, given: PushRegistrations | None, web_push: WebPushSubscription | None
+) -> dict[str, dict[str, str]]:
+    """What a device registers, by service, each as its configured sender's model validated it:
+    400 ``unsupported_push_service`` for a service no configured sender takes a registration for,
+    ``invalid_body`` for fields its model refuses. ``web_push`` is web push's registration under
+    the field the web app sends; it is kept even with web push off, as it always was."""
+    checked = {WEB_PUSH: web_push.model_dump()} if web_push is not None else {}
+    for service, fields in (given.root if given is not None else {}).items():
+        model = tx.push.registrations.get(service)
+        if model is None:
+            supported = sorted(tx.push.registrations)
+            raise RelayError("unsupported_push_service", details={"service": service, "supported": supported})
+        try:
+            checked[service] = model.model_validate(fields).model_dump()
+        except ValidationError as error:
+            raise invalid_body(error, at=("push_registrations", service)) from error
+    return checked
 
 
 def push_route(tx: Tx, device: Device) -> str:

@@ -41,10 +41,10 @@ class PushOutcome(enum.Enum):
     NO_ROUTE = "no_route"  # the device has no way to be reached by this sender
 
 
+# Web push's registration model is here, not in webpush.py (which needs the optional pywebpush):
+# POST /v1/devices also takes it as a field of its own, web_push, whether or not web push is on.
 class WebPushSubscription(BaseModel):
-    """Web push's registration: a browser's ``PushSubscription``. It is here, not in ``webpush.py``
-    (which needs the optional pywebpush), because ``POST /v1/devices`` also takes it as its own
-    field ``web_push``, as the web app sends it, whether or not web push is on."""
+    """A browser's web-push subscription (its ``PushSubscription``): the endpoint and its keys."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     endpoint: str = Field(min_length=8, max_length=2048)
@@ -137,7 +137,5 @@ class PushRoutes(Protocol):
 
     def data_limit(self, target: PushTarget) -> int: ...
 
-    def registration(self, service: str) -> type[BaseModel] | None: ...
-
     @property
-    def registered_services(self) -> tuple[str, ...]: ...
+    def registrations(self) -> Mapping[str, type[BaseModel]]: ...

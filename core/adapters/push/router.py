@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 
 from pydantic import BaseModel
 
@@ -33,21 +34,18 @@ class PushRouter:
         self.web_push_key = web_push_key
         self.on_unregistered: UnregisteredHook | None = None
         self.outcomes: dict[str, int] = {outcome.value: 0 for outcome in PushOutcome}
-        self._registrations = {s.name: s.registration for s in senders if s.registration is not None}
+        self._registrations = MappingProxyType(
+            {sender.name: sender.registration for sender in senders if sender.registration is not None}
+        )
 
     def sender(self, name: str) -> PushSender | None:
         """The configured sender called ``name``, if any."""
         return next((sender for sender in self.senders if sender.name == name), None)
 
     @property
-    def registered_services(self) -> tuple[str, ...]:
-        """The configured senders that take a registration of their own (``push_registrations``)."""
-        return tuple(self._registrations)
-
-    def registration(self, service: str) -> type[BaseModel] | None:
-        """The registration model of the configured sender ``service``; ``None`` if there is no
-        such sender or it takes no registration of this kind."""
-        return self._registrations.get(service)
+    def registrations(self) -> Mapping[str, type[BaseModel]]:
+        """The registration model of each configured sender that takes one, by its name."""
+        return self._registrations
 
     def can_reach(self, target: PushTarget) -> bool:
         """Whether a configured sender serves this device (else it is reached over its stream)."""

@@ -98,11 +98,8 @@ def test_the_registrations_a_router_takes_are_those_of_its_senders(
 ) -> None:
     router = PushRouter([fcm, web_push])
 
-    assert router.registered_services == (WEB_PUSH,)
-    assert router.registration(WEB_PUSH) is WebPushSubscription
-    assert router.registration(FCM) is None  # FCM's token is proved, not registered as given
-    assert router.registration("apns") is None
-    assert PushRouter([fcm]).registered_services == ()
+    assert router.registrations == {WEB_PUSH: WebPushSubscription}  # FCM's token is proved instead
+    assert PushRouter([fcm]).registrations == {}
 
 
 @pytest.mark.parametrize(
