@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from core.adapters.fanout.base import Fanout
 from core.adapters.fanout.memory import MemoryFanout
 from core.adapters.limits.base import RateLimiter
 from core.adapters.limits.memory import MemoryRateLimiter
-from core.adapters.push.base import PushSender
+from core.adapters.push.base import WEB_PUSH, PushSender
 from core.adapters.push.router import PushRouter
 from core.adapters.storage.base import ObjectStore
 from core.adapters.storage.local import LocalObjectStore
@@ -23,21 +23,24 @@ from core.store import migrate
 from core.store.database import is_sqlite, make_engine
 from core.store.deadline import bound_connections
 
-if TYPE_CHECKING:
-    from core.adapters.push.webpush import WebPushSender  # an optional extra: imported where used
-
 log = logging.getLogger("relaybox.core")
 
+# Builds one push sender from the settings, or None when its service is not configured.
+SenderFactory = Callable[[Settings], PushSender | None]
 
-def build_core(settings: Settings, *, clock: Clock | None = None) -> Core:
-    """Assemble a Core for ``settings``; migrates the database when ``migrate_on_start`` is set."""
+
+def build_core(
+    settings: Settings, *, clock: Clock | None = None, senders: Sequence[SenderFactory] | None = None
+) -> Core:
+    """Assemble a Core for ``settings``; migrates the database when ``migrate_on_start`` is set.
+    ``senders``: the push senders' factories, ``PUSH_SENDERS`` unless given."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.effective_database_url)
     if settings.migrate_on_start:
         migrate.upgrade(engine)  # before the deadline: a migration may rightly take longer
     if not is_sqlite(settings.effective_database_url):
         bound_connections(engine, settings.database_timeout_s)
-    push = _push(settings)
+    push = _push(settings, PUSH_SENDERS if senders is None else senders)
     keys = load_server_keys(settings)
     limiter = _limiter(settings)
     core = Core(
@@ -82,13 +85,10 @@ def _fanout(settings: Settings, limiter: RateLimiter) -> Fanout:
     return RedisFanout(settings.redis_url, namespace=settings.redis_namespace, breaker=breaker)
 
 
-def _push(settings: Settings) -> PushRouter:
-    """The configured push senders, FCM first: a device registered with both is pushed over FCM."""
-    webpush = _webpush(settings)  # first: a bad VAPID key then fails before an FCM app exists
-    fcm = _fcm(settings)
-    senders: list[PushSender] = [sender for sender in (fcm, webpush) if sender is not None]
-    web_push_key = webpush.application_server_key if webpush is not None else None
-    return PushRouter(senders, web_push_key=web_push_key)
+def _push(settings: Settings, factories: Sequence[SenderFactory]) -> PushRouter:
+    """The configured push senders, in the factories' order (also the order of preference)."""
+    senders = [sender for sender in (make(settings) for make in factories) if sender is not None]
+    return PushRouter(senders, web_push_key=_web_push_key(senders))
 
 
 def _fcm(settings: Settings) -> PushSender | None:
@@ -99,7 +99,7 @@ def _fcm(settings: Settings) -> PushSender | None:
     return FcmPush(settings.fcm_credentials_file, fcm_url=settings.fcm_url, timeout_s=settings.push_timeout_s)
 
 
-def _webpush(settings: Settings) -> WebPushSender | None:
+def _webpush(settings: Settings) -> PushSender | None:
     """Web push, signed with the configured VAPID key or one generated on first run; off only
     without the ``webpush`` extra (pywebpush) or with ``web_push_enabled`` false."""
     if not settings.web_push_enabled:
@@ -113,6 +113,20 @@ def _webpush(settings: Settings) -> WebPushSender | None:
 
     key = vapid_private_key(settings)
     return WebPushSender(key, settings.vapid_subject, timeout_s=settings.push_timeout_s)
+
+
+def _web_push_key(senders: Sequence[PushSender]) -> str | None:
+    """The VAPID public key browsers subscribe with (``WebPushSender.application_server_key``),
+    when web push is one of ``senders``; an in-memory stand-in has none."""
+    web_push = next((sender for sender in senders if sender.name == WEB_PUSH), None)
+    key = getattr(web_push, "application_server_key", None)
+    return key if isinstance(key, str) else None
+
+
+# The push senders, in order of preference: a device registered with more than one push service
+# is pushed through the earliest (FCM before web push). A new push service is one more entry: its
+# sender module, or a factory here when it needs settings or an optional extra.
+PUSH_SENDERS: tuple[SenderFactory, ...] = (_fcm, _webpush)
 
 
 def _objects(settings: Settings, keys: ServerKeys) -> ObjectStore:
