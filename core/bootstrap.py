@@ -54,8 +54,8 @@ def build_core(
         objects=_objects(settings, keys),
     )
 
-    async def forget_registration(device_id: str) -> None:
-        await core.run(forget_push_registration, Principal.system(), device_id=device_id)
+    async def forget_registration(device_id: str, service: str) -> None:
+        await core.run(forget_push_registration, Principal.system(), device_id=device_id, service=service)
 
     push.on_unregistered = forget_registration
     if settings.redis_url:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from sqlalchemy import delete
 from sqlmodel import col
 
-from core.adapters.push.base import WEB_PUSH, PushMessage, PushTarget, WebPushSubscription
+from core.adapters.push.base import FCM, WEB_PUSH, PushMessage, PushTarget, WebPushSubscription
 from core.domain.secrets import digest, digests_match, new_prefixed_id
 from core.errors import RelayError, invalid_body
 from core.principal import Principal
@@ -134,14 +134,20 @@ def prove_push_registration(tx: Tx, device: Device, proof: RegistrationProof) ->
     tx.session.delete(challenge)
 
 
-def forget_push_registration(tx: Tx, principal: Principal, *, device_id: str) -> None:
-    """The push service said the registration is gone: stop using it (system operation)."""
+def forget_push_registration(tx: Tx, principal: Principal, *, device_id: str, service: str) -> None:
+    """The push service ``service`` said the device's registration is gone: stop using that one
+    (system operation); a registration with another service stays."""
     if principal.kind.value != "system":
         raise RelayError("forbidden")
-    device = tx.session.get(Device, device_id)
-    if device is None:
+    if service != FCM:
+        tx.session.execute(
+            delete(PushRegistration).where(
+                col(PushRegistration.device_id) == device_id, col(PushRegistration.service) == service
+            )
+        )
         return
-    device.fcm_token = None
-    device.fcm_token_kind = None
-    tx.session.add(device)
-    tx.session.execute(delete(PushRegistration).where(col(PushRegistration.device_id) == device_id))
+    device = tx.session.get(Device, device_id)
+    if device is not None:
+        device.fcm_token = None
+        device.fcm_token_kind = None
+        tx.session.add(device)

@@ -13,7 +13,7 @@ from core.adapters.push.base import PUSH_DATA_LIMIT, STREAM, PushMessage, PushOu
 
 log = logging.getLogger("relaybox.push")
 
-UnregisteredHook = Callable[[str], Awaitable[None]]
+UnregisteredHook = Callable[[str, str], Awaitable[None]]  # the device's id, the disowning sender's name
 
 
 class PushRouter:
@@ -67,8 +67,8 @@ class PushRouter:
         self.outcomes[outcome.value] += 1
         if outcome is not PushOutcome.SENT:
             log.info("push not delivered", extra={"push_type": message.type, "outcome": outcome.value})
-        if outcome is PushOutcome.UNREGISTERED and self.on_unregistered is not None:
-            await self.on_unregistered(target.device_id)
+        if outcome is PushOutcome.UNREGISTERED and sender is not None and self.on_unregistered is not None:
+            await self.on_unregistered(target.device_id, sender.name)
         return outcome
 
     def _sender_for(self, target: PushTarget) -> PushSender | None:

@@ -71,10 +71,10 @@ async def test_a_device_no_sender_serves_has_no_route(fcm: MemoryPushSender, con
 
 async def test_outcomes_are_counted_and_only_unregistered_calls_the_hook(fcm: MemoryPushSender) -> None:
     router = PushRouter([fcm])
-    forgotten: list[str] = []
+    forgotten: list[tuple[str, str]] = []
 
-    async def forget(device_id: str) -> None:
-        forgotten.append(device_id)
+    async def forget(device_id: str, service: str) -> None:
+        forgotten.append((device_id, service))
 
     router.on_unregistered = forget
     fcm.answer("gone", PushOutcome.UNREGISTERED)
@@ -83,7 +83,7 @@ async def test_outcomes_are_counted_and_only_unregistered_calls_the_hook(fcm: Me
         await router.send(PushTarget(device_id, fcm_token=f"token-{device_id}"), MESSAGE)
 
     assert router.outcomes == {"sent": 2, "unregistered": 1, "failed": 1, "no_route": 0}
-    assert forgotten == ["gone"]
+    assert forgotten == [("gone", FCM)]
 
 
 def test_senders_are_found_by_name(fcm: MemoryPushSender, web_push: MemoryPushSender) -> None:
