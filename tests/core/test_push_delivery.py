@@ -129,34 +129,26 @@ def test_an_envelope_too_big_for_fcm_goes_as_notify_with_its_seq(http: TestClien
     assert message["data"] == {"type": "notify", "msgId": accepted["msg_id"], "seqId": str(accepted["seq"])}
 
 
-def test_an_unregistered_answer_clears_the_phone_registration(http: TestClient, fcm: FakeFcm) -> None:
-    phone = register_fcm_phone(http, fcm)
-    computer = pair_computer(http, phone)
-    fcm.fail(FCM_TOKEN, UNREGISTERED)
-    blob = seal(b"{}", computer.secret_key, phone.public_key)
-    body = {"to": phone.device_id, "type": "clipboard", "blob": base64.b64encode(blob).decode()}
-    assert http.post("/v1/envelopes", json=body, headers=computer.auth).status_code == 202
-    eventually(lambda: http.get("/v1/devices/me", headers=phone.auth).json()["push"] == "stream")
-
-
-def test_a_registration_its_service_disowns_is_dropped_alone(
-    http: TestClient, fcm: FakeFcm, push_core: Core, push_service: FakeWebPushService
+@pytest.mark.parametrize(("also", "route"), [("nothing", "stream"), ("a web-push subscription", "web_push")])
+def test_an_unregistered_answer_clears_that_registration_alone(
+    http: TestClient, fcm: FakeFcm, push_core: Core, push_service: FakeWebPushService, also: str, route: str
 ) -> None:
-    """FCM says the phone's token is gone: the token is dropped, its web-push subscription stays
-    and becomes the route."""
+    """FCM says the phone's token is gone: the token is dropped; a web-push subscription the phone
+    also has stays, and becomes its route."""
     phone = register_fcm_phone(http, fcm)
-    key = push_core.push.web_push_key
-    assert key is not None
-    web_push = push_service.subscribe(application_server_key=key).subscription.model_dump()
-    assert (
-        http.patch("/v1/devices/me", json={"web_push": web_push}, headers=phone.auth).json()["push"] == "fcm"
-    )
+    if also != "nothing":
+        assert push_core.push.web_push_key is not None
+        subscription = push_service.subscribe(application_server_key=push_core.push.web_push_key).subscription
+        patched = http.patch(
+            "/v1/devices/me", json={"web_push": subscription.model_dump()}, headers=phone.auth
+        )
+        assert patched.json()["push"] == "fcm"
     computer = pair_computer(http, phone)
     fcm.fail(FCM_TOKEN, UNREGISTERED)
     blob = seal(b"{}", computer.secret_key, phone.public_key)
     body = {"to": phone.device_id, "type": "clipboard", "blob": base64.b64encode(blob).decode()}
     assert http.post("/v1/envelopes", json=body, headers=computer.auth).status_code == 202
-    eventually(lambda: http.get("/v1/devices/me", headers=phone.auth).json()["push"] == "web_push")
+    eventually(lambda: http.get("/v1/devices/me", headers=phone.auth).json()["push"] == route)
 
 
 def test_a_failing_push_service_never_fails_the_request(http: TestClient, fcm: FakeFcm) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
@@ -17,7 +18,7 @@ from core.bootstrap import build_core
 from core.runtime.core import Core
 from core.settings import explicit_settings
 from core.store.tables import Account, PushRegistration
-from tests.helpers import b64, error_code, register_phone
+from tests.helpers import b64, create_token, error_code, pair_computer, register_phone
 
 SUBSCRIPTION = {"endpoint": "https://push.example/p/1", "p256dh": "BKey", "auth": "secret"}
 
@@ -115,3 +116,23 @@ def test_with_web_push_off_only_the_web_apps_own_field_still_takes_a_subscriptio
         )
         assert error_code(response) == "unsupported_push_service"
         assert response.json()["error"]["details"]["supported"] == []
+
+
+def test_a_send_reads_every_devices_push_registrations_in_its_one_statement(core: Core) -> None:
+    if core.engine.dialect.name != "sqlite":
+        pytest.skip("counted with SQLite's trace callback")
+    statements: list[str] = []
+
+    def trace(dbapi_connection: Any, *_: object) -> None:
+        dbapi_connection.set_trace_callback(statements.append)
+
+    event.listen(core.engine, "checkout", trace)
+    with TestClient(create_app(core=core)) as client:
+        phone = register_phone(client, push_registrations={"web_push": SUBSCRIPTION})
+        for name in ("laptop", "desk"):
+            pair_computer(client, phone, name=name)
+        token = create_token(client, phone)["token"]
+        statements.clear()
+        sent = client.post("/v1/send", json={"message": "hi"}, headers={"Authorization": f"Bearer {token}"})
+    assert sent.status_code == 200 and len(sent.json()["delivered_to"]) == 3
+    assert len([sql for sql in statements if "push_registrations" in sql]) == 1
