@@ -7,6 +7,7 @@ from starlette.routing import BaseRoute, Route
 from core.api import (
     attachments,
     devices,
+    embedded_objects,
     grants,
     health,
     pairing,
@@ -43,7 +44,7 @@ BASE_ENDPOINTS: list[Endpoint] = [
 def endpoints(settings: Settings) -> list[Endpoint]:
     """Every route the settings turn on (documents only when enabled: otherwise ``api_routes``
     answers a plain 404 there; the object routes only for the embedded store)."""
-    return [*BASE_ENDPOINTS, *phone.endpoints(settings), *transfers.object_endpoints(settings)]
+    return [*BASE_ENDPOINTS, *phone.endpoints(settings), *embedded_objects.object_endpoints(settings)]
 
 
 def api_routes(core: Core) -> list[BaseRoute]:
