@@ -61,18 +61,14 @@ def enqueue(
     ttl_s: int,
     max_lifetime_s: int = QUEUE_LIFETIME_S,
     tag: str | None = None,
+    locked: bool = False,
 ) -> int:
     """Append a blob to a device's queue (``ttl_s`` up to ``max_lifetime_s``) and wake its streams.
     The newest 200 untagged entries are kept; a tagged (pinned) entry is never trimmed, only
-    expired (``core.services.reminders`` bounds how many a device may have)."""
-    # Serialise enqueues per recipient (a row lock on PostgreSQL) so that, for each device, sequence
-    # order is commit order and a stream reading "seq > last" can never step over a late commit.
-    if tx.session.get_bind().dialect.name != "sqlite":  # SQLite writers are serial already
-        tx.session.execute(
-            select(col(Device.device_id))
-            .where(col(Device.device_id) == recipient_device_id)
-            .with_for_update()
-        )
+    expired (``core.services.reminders`` bounds how many a device may have). ``locked``: the
+    caller holds the recipient's lock already (``lock_recipients``)."""
+    if not locked:
+        lock_recipients(tx, [recipient_device_id])
     now = tx.now()
     connection = tx.session.connection()
     prev = _LATEST.scalar(connection, recipient=recipient_device_id) or 0
@@ -90,6 +86,20 @@ def enqueue(
     wake = wake_message(seq=int(seq), prev=int(prev), sender=sender, type=type, blob=blob)
     tx.emit(EnvelopeQueued(recipient_device_id, int(seq), wake))
     return int(seq)
+
+
+def lock_recipients(tx: Tx, device_ids: list[str]) -> None:
+    """Serialise enqueues per recipient (row locks on PostgreSQL) so that, for each device, sequence
+    order is commit order and a stream reading "seq > last" can never step over a late commit. One
+    statement for all of a send's devices, in one order (by id) so two sends cannot deadlock."""
+    if tx.session.get_bind().dialect.name == "sqlite":  # SQLite writers are serial already
+        return
+    tx.session.execute(
+        select(col(Device.device_id))
+        .where(col(Device.device_id).in_(sorted(device_ids)))
+        .order_by(col(Device.device_id))
+        .with_for_update()
+    )
 
 
 # Built once and run on the driver's cursor: the queue is the hot path, and building statements
@@ -174,6 +184,8 @@ def send_server_message(
     awaited: bool = False,
     push_now: bool = True,
     target: PushTarget | None = None,
+    encoded: bytes | None = None,
+    locked: bool = False,
 ) -> Delivery:
     """Encrypt a server-composed payload once to ``device``, put the envelope on its queue (for up
     to ``ttl_s``, at most ``max_lifetime_s``; ``tag`` pins it, see ``enqueue``) and, for a device
@@ -182,8 +194,10 @@ def send_server_message(
     queue. A device without one is woken on its open stream by the queue event. ``awaited``: see
     ``Delivery``. ``push_now=False``: queue only, the push service carries it later
     (``core.services.wake_ups``). ``target``: where the device is pushed, when the caller read it
-    already (else it is read here)."""
-    blob = tx.keys.seal_to(base64.b64decode(device.public_key), payloads.encode(payload))
+    already (else it is read here); ``encoded``: the payload encoded, when the caller sends the same
+    one to several devices; ``locked``: see ``enqueue``."""
+    plaintext = payloads.encode(payload) if encoded is None else encoded
+    blob = tx.keys.seal_to(base64.b64decode(device.public_key), plaintext)
     seq = enqueue(
         tx,
         device.device_id,
@@ -193,6 +207,7 @@ def send_server_message(
         ttl_s=ttl_s,
         max_lifetime_s=max_lifetime_s,
         tag=tag,
+        locked=locked,
     )
     if target is None:
         target = push_target(tx, device)

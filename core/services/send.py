@@ -25,7 +25,12 @@ from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services import attachments
 from core.services.attachments import SealedAttachment
-from core.services.delivery import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S, send_server_message
+from core.services.delivery import (
+    LIVE_GRACE_S,
+    NOTIFICATION_LIFETIME_S,
+    lock_recipients,
+    send_server_message,
+)
 from core.services.limits import Limited, charge_send_class
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, PushRegistration
@@ -65,7 +70,8 @@ def send_notification(
     attachment_id = new_prefixed_id("att")
     reference = attachments.reference(attachment, attachment_id) if attachment is not None else None
     payload = payloads.notification(note, msg_id=msg_id, sent_at=now, attachment=reference)
-    size = len(payloads.encode(payload))
+    encoded = payloads.encode(payload)  # once: every device gets the same plaintext, sealed to it
+    size = len(encoded)
     if size > ENVELOPE_MAX_BYTES:
         raise RelayError("payload_too_large", details={"size": size, "max": ENVELOPE_MAX_BYTES})
     devices, warnings = _targets(tx, principal.account_id, note.devices)
@@ -77,6 +83,7 @@ def send_notification(
         attachments.park(
             tx, principal.account_id, attachment, attachment_id=attachment_id, expires_at=now + life
         )
+    lock_recipients(tx, [device.device_id for device in devices])
     for device in devices:
         send_server_message(
             tx,
@@ -88,6 +95,8 @@ def send_notification(
             high_priority=note.priority not in NORMAL_PRIORITIES,
             max_lifetime_s=NOTIFICATION_LIFETIME_S,
             target=device.push_target(),
+            encoded=encoded,
+            locked=True,
         )
     return SendOut(
         id=msg_id,
