@@ -71,18 +71,22 @@ def enqueue(
         lock_recipients(tx, [recipient_device_id])
     now = tx.now()
     connection = tx.session.connection()
-    prev = _LATEST.scalar(connection, recipient=recipient_device_id) or 0
-    seq = _INSERT.scalar(
-        connection,
-        recipient=recipient_device_id,
-        sender=sender,
-        type=type,
-        blob=blob,
-        created_at=now,
-        expires_at=now + (min(ttl_s, max_lifetime_s) if ttl_s > 0 else LIVE_GRACE_S),
-        tag=tag,
-    )
-    _TRIM.rows(connection, recipient=recipient_device_id)
+    entry = {
+        "recipient": recipient_device_id,
+        "sender": sender,
+        "type": type,
+        "blob": blob,
+        "created_at": now,
+        "expires_at": now + (min(ttl_s, max_lifetime_s) if ttl_s > 0 else LIVE_GRACE_S),
+        "tag": tag,
+    }
+    if connection.dialect.name == "postgresql":  # one round trip, not three
+        [(seq, prev)] = (_QUEUE_PINNED if tag is not None else _QUEUE_UNPINNED).rows(connection, **entry)
+        prev = prev or 0
+    else:  # SQLite: no data-modifying CTEs, and a statement costs no round trip
+        prev = _LATEST.scalar(connection, recipient=recipient_device_id) or 0
+        seq = _INSERT.scalar(connection, **entry)
+        _TRIM.rows(connection, recipient=recipient_device_id)
     wake = wake_message(seq=int(seq), prev=int(prev), sender=sender, type=type, blob=blob)
     tx.emit(EnvelopeQueued(recipient_device_id, int(seq), wake))
     return int(seq)
@@ -119,15 +123,34 @@ _INSERT = PreparedStatement(
     .returning(_QUEUE.c.seq)
 )
 # The recipient's newest entry before this one: its streams know whether they missed anything.
-_LATEST = PreparedStatement(
-    select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
-)
+_LATEST_SEQ = select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == bindparam("recipient"))
+_LATEST = PreparedStatement(_LATEST_SEQ)
 _UNPINNED = (_QUEUE.c.recipient_device_id == bindparam("recipient")) & _QUEUE.c.tag.is_(None)
 _OLDEST_KEPT = (
     select(_QUEUE.c.seq).where(_UNPINNED).order_by(_QUEUE.c.seq.desc()).offset(QUEUE_CAP - 1).limit(1)
 ).scalar_subquery()
 # Keep the newest QUEUE_CAP unpinned entries: one DELETE below the cap's oldest survivor.
 _TRIM = PreparedStatement(delete(_QUEUE).where(_UNPINNED, _QUEUE.c.seq < _OLDEST_KEPT))
+
+
+def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
+    """PostgreSQL: the three statements above as one — insert, the recipient's newest seq before it,
+    and the trim — in data-modifying CTEs. All parts read the snapshot from before the insert, so
+    the trim keeps QUEUE_CAP - 1 older unpinned entries beside a new unpinned one."""
+    inserted = _INSERT.statement.cte("inserted")
+    kept = QUEUE_CAP if pinned else QUEUE_CAP - 1
+    oldest_kept = (
+        select(_QUEUE.c.seq).where(_UNPINNED).order_by(_QUEUE.c.seq.desc()).offset(kept - 1).limit(1)
+    ).scalar_subquery()
+    trimmed = (
+        delete(_QUEUE).where(_UNPINNED, _QUEUE.c.seq < oldest_kept).returning(_QUEUE.c.seq).cte("trimmed")
+    )
+    previous = _LATEST_SEQ.scalar_subquery()
+    return PreparedStatement(select(inserted.c.seq, previous).add_cte(trimmed))
+
+
+_QUEUE_UNPINNED = _queue_in_one_statement(pinned=False)
+_QUEUE_PINNED = _queue_in_one_statement(pinned=True)
 
 
 def push_target(tx: Tx, device: Recipient) -> PushTarget:

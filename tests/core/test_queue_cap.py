@@ -1,0 +1,50 @@
+"""``delivery.enqueue`` on each backend (PostgreSQL queues in one statement, SQLite in three): each
+entry names the recipient's previous seq, the newest 200 unpinned entries are kept, and a pinned
+entry is kept beside them whenever it arrives."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, col, select
+from starlette.testclient import TestClient
+
+from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.tx import Tx
+from core.services.delivery import QUEUE_CAP, enqueue
+from core.store.tables import QueuedEnvelope
+from tests.helpers import register_phone
+
+
+def put(tx: Tx, _principal: Principal, *, device_id: str, tag: str | None) -> tuple[int, str]:
+    seq = enqueue(tx, device_id, sender="server", type="push", blob=b"{}", ttl_s=3600, tag=tag)
+    return seq, tx.events[-1].message  # type: ignore[union-attr]
+
+
+def stored(core: Core, device_id: str) -> list[tuple[int, str | None]]:
+    with Session(core.engine) as session:
+        rows = session.exec(
+            select(QueuedEnvelope)
+            .where(col(QueuedEnvelope.recipient_device_id) == device_id)
+            .order_by(col(QueuedEnvelope.seq))
+        ).all()
+        return [(row.seq or 0, row.tag) for row in rows]
+
+
+def test_the_newest_200_unpinned_are_kept_and_pinned_ones_beside_them(client: TestClient, core: Core) -> None:
+    device_id = register_phone(client).device_id
+    system = Principal.system()
+    seqs = []
+    previous = 0
+    for n in range(QUEUE_CAP + 3):
+        seq, wake = core.run_sync(put, system, device_id=device_id, tag="pin-early" if n == 1 else None)
+        assert f'"prev":{previous}' in wake  # each wake-up names the entry before it
+        seqs.append(seq)
+        previous = seq
+    late_pin, _ = core.run_sync(put, system, device_id=device_id, tag="pin-late")  # onto a full queue
+    last, _ = core.run_sync(put, system, device_id=device_id, tag=None)
+    kept = stored(core, device_id)
+    unpinned = [seq for seq, tag in kept if tag is None]
+    older = [s for s in seqs if s != seqs[1]][-(QUEUE_CAP - 1) :]
+    assert unpinned == [*older, last]
+    assert [tag for _, tag in kept if tag is not None] == ["pin-early", "pin-late"]
+    assert len(unpinned) == QUEUE_CAP and late_pin in [seq for seq, _ in kept]
