@@ -9,6 +9,7 @@ from starlette.testclient import TestClient
 
 from core.principal import Principal
 from core.runtime.core import Core
+from core.runtime.events import EnvelopeQueued
 from core.runtime.tx import Tx
 from core.services.delivery import QUEUE_CAP, enqueue
 from core.store.tables import QueuedEnvelope
@@ -17,7 +18,9 @@ from tests.helpers import register_phone
 
 def put(tx: Tx, _principal: Principal, *, device_id: str, tag: str | None) -> tuple[int, str]:
     seq = enqueue(tx, device_id, sender="server", type="push", blob=b"{}", ttl_s=3600, tag=tag)
-    return seq, tx.events[-1].message  # type: ignore[union-attr]
+    event = tx.events[-1]
+    assert isinstance(event, EnvelopeQueued)
+    return seq, event.message
 
 
 def stored(core: Core, device_id: str) -> list[tuple[int, str | None]]:
