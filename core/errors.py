@@ -80,6 +80,17 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "invalid_reminder_id": ErrorSpec(400, "A reminder id is rmd_ followed by 32 lowercase hex characters."),
     "invalid_wait": ErrorSpec(400, "wait must be a whole number of seconds."),
     "invalid_choice": ErrorSpec(400, "choice_index is not one of the offered choices."),
+    "choice_required": ErrorSpec(400, "This question has choices: send choice_index (a text may come too)."),
+    "text_required": ErrorSpec(400, "This question takes a typed reply alone: send sealed_text."),
+    "text_not_allowed": ErrorSpec(
+        400, "This question takes no typed reply (it was asked without allow_text)."
+    ),
+    "text_too_long": ErrorSpec(
+        400, "The typed reply is longer than the question allows (details: chars, max)."
+    ),
+    "invalid_text": ErrorSpec(
+        400, "sealed_text does not open as this question's text sealed by this phone to the server's key."
+    ),
     "already_answered": ErrorSpec(409, "The first answer already won."),
     "interaction_expired": ErrorSpec(409, "The question expired before it was answered."),
     "too_many_pending": ErrorSpec(429, "The account already has 10 pending questions.", retry_after_s=30),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nacl.public import PrivateKey
 
-from core.domain.envelope import BoxCache
+from core.domain.envelope import BoxCache, PairBox
 from core.settings import Settings
 
 KEY_FILE = "server.key"
@@ -36,7 +36,11 @@ class ServerKeys:
 
     def seal_to(self, recipient_public_key: bytes, plaintext: bytes) -> bytes:
         """An envelope v1 from sender ``server`` to one device (shared key cached per device)."""
-        return self.boxes.get(self.secret_key, recipient_public_key).seal(plaintext)
+        return self.box_with(recipient_public_key).seal(plaintext)
+
+    def box_with(self, device_public_key: bytes) -> PairBox:
+        """The box between the server and one device: seals to it, opens what it sealed to the server."""
+        return self.boxes.get(self.secret_key, device_public_key)
 
     def derived_key(self, purpose: str) -> bytes:
         """A separate key for one purpose (e.g. pairing-code HMAC), so the box key is used only for boxes."""

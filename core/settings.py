@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     # Phone operations. Minimum phone app builds per feature (0: any reported build).
     min_build_reminders: int = Field(default=0, ge=0)
     min_build_interactions: int = Field(default=0, ge=0)
+    min_build_interaction_text: int = Field(
+        default=0, ge=0, description="A question with allow_text (the phone must offer a text box)"
+    )
     min_build_ring: int = Field(default=0, ge=0)
     min_build_documents: int = Field(default=0, ge=0)
     reminder_min_lead_s: int = Field(

@@ -9,13 +9,20 @@ from starlette.responses import Response
 
 from core.api.routing import Call, Endpoint, until_disconnected
 from core.errors import RelayError
-from core.services import documents, interactions, reminders, ring
+from core.services import documents, interaction_models, interactions, reminders, ring, typed_replies
 from core.services.auth import Accept
 from core.settings import Settings
 
 CALLERS = Accept.SENDER_TOKEN  # connector grants reach the same operations in process
 DOCUMENTS_PATH = "/v1/documents"  # the public POST; while disabled, any call gets a plain 404
 GATED = ("no_phone_device", "phone_app_outdated", "rate_limit_exceeded", "insufficient_scope")
+CREATE_DESCRIPTION = (
+    "With `allow_text: true` the phone may type a reply of at most `text_max_chars` characters "
+    f"(default {typed_replies.TEXT_DEFAULT_MAX_CHARS}, at most {typed_replies.TEXT_MAX_CHARS}) "
+    "beside its choice, say a reason for a denial; with `choices: []` as well, the typed reply is the "
+    "whole answer. The text travels sealed to the server's key and is handed to the first read after "
+    "the answer, then forgotten."
+)
 
 
 async def create_reminder(call: Call) -> BaseModel:
@@ -29,7 +36,7 @@ async def cancel_reminder(call: Call) -> BaseModel:
 
 
 async def create_interaction(call: Call) -> BaseModel:
-    body = call.body_as(interactions.InteractionCreate)
+    body = call.body_as(interaction_models.InteractionCreate)
     result = await call.core.run(interactions.create_interaction, call.principal, body=body, ip=call.ip)
     call.status = 201 if result.created else 200
     return result
@@ -48,7 +55,7 @@ async def get_interaction(call: Call) -> BaseModel | Response:
 
 
 async def answer_interaction(call: Call) -> BaseModel:
-    body = call.body_as(interactions.Answer)
+    body = call.body_as(interaction_models.Answer)
     interaction_id = call.path["interaction_id"]
     return await call.core.run(
         interactions.answer_interaction, call.principal, interaction_id=interaction_id, body=body
@@ -123,13 +130,14 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             "POST",
             "/v1/interactions",
             create_interaction,
-            "Ask the phone a question with 2-4 answers",
+            "Ask the phone a question with 2-4 answers, a typed reply, or both",
             auth=CALLERS,
-            body=interactions.InteractionCreate,
-            response=interactions.InteractionOut,
+            body=interaction_models.InteractionCreate,
+            response=interaction_models.InteractionOut,
             status=201,
             errors=("too_many_pending", *GATED),
             tag="phone",
+            description=CREATE_DESCRIPTION,
             extra={"also": {200: "A duplicate: the existing interaction, no second prompt"}},
         ),
         Endpoint(
@@ -138,7 +146,9 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             get_interaction,
             f"Poll a question, waiting up to `wait` seconds (0-{interactions.WAIT_MAX_S}) for the answer",
             auth=CALLERS,
-            response=interactions.InteractionOut,
+            response=interaction_models.InteractionOut,
+            description="The first read after the answer carries the phone's typed reply (`text`), "
+            "which the server then forgets: later reads say `text_already_read`.",
             errors=("not_found", "invalid_wait"),
             tag="phone",
             extra={"query": [WAIT]},
@@ -147,11 +157,22 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             "POST",
             "/v1/interactions/{interaction_id}/answer",
             answer_interaction,
-            "The phone answers (first tap wins)",
+            "The phone answers (first answer wins)",
             auth=Accept.DEVICE,
-            body=interactions.Answer,
-            response=interactions.InteractionOut,
-            errors=("not_found", "invalid_choice", "already_answered", "interaction_expired", "not_a_phone"),
+            body=interaction_models.Answer,
+            response=interaction_models.InteractionOut,
+            errors=(
+                "not_found",
+                "invalid_choice",
+                "choice_required",
+                "text_required",
+                "text_not_allowed",
+                "text_too_long",
+                "invalid_text",
+                "already_answered",
+                "interaction_expired",
+                "not_a_phone",
+            ),
             tag="phone",
         ),
         Endpoint(

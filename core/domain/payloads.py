@@ -77,16 +77,26 @@ def reminder_cancel(*, reminder_id: str) -> dict[str, Any]:
 
 
 def interaction_request(
-    *, interaction_id: str, question: str, choices: list[str], expires_at: int
+    *,
+    interaction_id: str,
+    question: str,
+    choices: list[str],
+    expires_at: int,
+    text_max_chars: int | None = None,
 ) -> dict[str, Any]:
-    """A question for the phone; it answers with the index of the tapped choice."""
-    return {
-        "type": "interaction_request",
-        "id": interaction_id,
-        "question": question,
-        "choices": choices,
-        "expires_at": expires_at,
-    }
+    """A question for the phone; it answers with the index of the tapped choice and, when
+    ``text_max_chars`` is there, may add a typed reply of at most that many characters (with no
+    choices, the typed reply is the answer: ``core.domain.typed_reply``)."""
+    return _without_none(
+        {
+            "type": "interaction_request",
+            "id": interaction_id,
+            "question": question,
+            "choices": choices,
+            "expires_at": expires_at,
+            "text_max_chars": text_max_chars,
+        }
+    )
 
 
 def document(*, document_id: str, filename: str, content: str) -> dict[str, Any]:

@@ -1,11 +1,14 @@
 """The phone-capability gate: the account's phone, and whether its app build supports a feature.
 
-| feature       | build too old        | never reported a build                   |
-|---------------|----------------------|------------------------------------------|
-| reminders     | 426 phone_app_outdated | allowed, with a warning                |
-| interactions  | 426                  | allowed silently                         |
-| ring          | 426                  | allowed, with a warning                  |
-| documents     | 426                  | 428 phone_app_unknown                    |
+| feature          | build too old          | never reported a build     |
+|------------------|------------------------|----------------------------|
+| reminders        | 426 phone_app_outdated | allowed, with a warning    |
+| interactions     | 426                    | allowed silently           |
+| interaction_text | 426                    | allowed silently           |
+| ring             | 426                    | allowed, with a warning    |
+| documents        | 426                    | 428 phone_app_unknown      |
+
+``interaction_text`` gates a question with ``allow_text`` (the phone must offer a text box).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ UNKNOWN_BUILD_WARNING = "the phone has never reported its app version, so suppor
 class Feature(enum.Enum):
     REMINDERS = "reminders"
     INTERACTIONS = "interactions"
+    INTERACTION_TEXT = "interaction_text"
     RING = "ring"
     DOCUMENTS = "documents"
 
@@ -46,7 +50,7 @@ def gate(tx: Tx, phone: Device, feature: Feature) -> list[str]:
     if phone.app_build is None:
         if feature is Feature.DOCUMENTS:
             raise RelayError("phone_app_unknown")
-        return [] if feature is Feature.INTERACTIONS else [UNKNOWN_BUILD_WARNING]
+        return [] if feature in (Feature.INTERACTIONS, Feature.INTERACTION_TEXT) else [UNKNOWN_BUILD_WARNING]
     if phone.app_build < minimum:
         raise RelayError("phone_app_outdated", details={"app_build": phone.app_build, "minimum": minimum})
     return []

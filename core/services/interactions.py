@@ -1,18 +1,19 @@
-"""Questions put to the phone with 2-4 answer buttons; the first tap wins.
+"""Questions put to the phone with 2-4 answer buttons, a typed reply beside them, or a typed reply
+alone; the first answer wins.
 
 The question and choices exist only in memory and inside the envelope to the phone. The server
 keeps a keyed digest (to recognise a duplicate request until the interaction expires, even after
-an answer), the number of choices, and the answer's index and time.
+an answer), the number of choices, the answer's index and time, and a typed reply sealed until the
+caller's first read takes it (``core.services.typed_replies``). The wire models live in
+``core.services.interaction_models`` and are re-exported here with the operations.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Annotated, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 from sqlalchemy import update
 from sqlmodel import col, func, select
 
@@ -28,7 +29,12 @@ from core.runtime.tx import Tx
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import send_server_message
 from core.services.devices import own_device
-from core.services.limits import Limited, charge_send_class
+from core.services.interaction_models import Answer as Answer
+from core.services.interaction_models import InteractionCreate as InteractionCreate
+from core.services.interaction_models import InteractionOut as InteractionOut
+from core.services.interaction_models import Status
+from core.services.limits import charge_send_class
+from core.services.typed_replies import check_answer, take_text
 from core.store.tables import Account, Interaction
 
 MAX_PENDING = 10
@@ -37,31 +43,6 @@ MAX_PENDING = 10
 WAIT_DEFAULT_S = 20
 WAIT_MAX_S = 45
 
-Status = Literal["pending", "answered", "expired"]
-Choice = Annotated[str, StringConstraints(min_length=1, max_length=48)]
-
-
-class InteractionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    question: str = Field(min_length=1, max_length=1000)
-    choices: list[Choice] = Field(default=["Approve", "Deny"], min_length=2, max_length=4)
-    expires_in_seconds: StrictInt = Field(default=600, ge=60, le=86_400)
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=128)
-
-
-class InteractionOut(Limited):
-    id: str
-    status: Status
-    created: bool = Field(description="False when this answers a duplicate request")
-    expires_at: int
-    choice_index: int | None = Field(default=None, description="Index into the caller's own choices")
-    answered_at: int | None = None
-
-
-class Answer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    choice_index: StrictInt = Field(ge=0, le=3)
-
 
 def answered_topic(interaction_id: str) -> str:
     return f"interaction:{interaction_id}"
@@ -69,7 +50,8 @@ def answered_topic(interaction_id: str) -> str:
 
 def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate, ip: str) -> InteractionOut:
     """Ask the phone; a duplicate (same key, or same question and choices from the same caller)
-    within the interaction's lifetime returns the existing one and sends no second prompt."""
+    within the interaction's lifetime returns the existing one (handing over a typed reply nobody
+    read yet) and sends no second prompt."""
     principal.require_scope(SCOPE_APPROVALS_WRITE)
     # One creator at a time per account (a row lock on PostgreSQL): the duplicate check and the
     # pending cap then hold under concurrent requests.
@@ -84,15 +66,18 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
         )
     ).first()
     if existing is not None:
-        return _out(existing, now, created=False)
+        return _out(existing, now, created=False, text=take_text(tx, existing))
     phone = account_phone(tx, principal.account_id)
     gate(tx, phone, Feature.INTERACTIONS)
+    if body.allow_text:
+        gate(tx, phone, Feature.INTERACTION_TEXT)
     pending = tx.session.exec(
         select(func.count())
         .select_from(Interaction)
         .where(
             col(Interaction.account_id) == principal.account_id,
             col(Interaction.choice_index).is_(None),
+            col(Interaction.answered_at).is_(None),
             col(Interaction.expires_at) > now,
         )
     ).one()
@@ -107,6 +92,7 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
         choice_count=len(body.choices),
         created_at=now,
         expires_at=now + body.expires_in_seconds,
+        text_max_chars=body.text_limit,
     )
     tx.session.add(row)
     prompt = payloads.interaction_request(
@@ -114,6 +100,7 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
         question=body.question,
         choices=body.choices,
         expires_at=row.expires_at,
+        text_max_chars=body.text_limit,
     )
     send_server_message(
         tx,
@@ -129,22 +116,35 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
 
 @read_only
 def get_interaction(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
-    """The interaction's state; 404 for an unknown id or another principal's."""
-    row = tx.session.get(Interaction, interaction_id)
-    if row is None or row.owner != principal.owner_key:
-        raise RelayError("not_found")
-    return _out(row, tx.now(), created=False)
+    """The interaction's state; 404 for an unknown id or another principal's. A typed reply stays
+    waiting (``text_waiting``): ``take_interaction_text`` hands it over."""
+    return _out(_owned(tx, principal, interaction_id), tx.now(), created=False)
+
+
+def take_interaction_text(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
+    """The interaction's state with its typed reply, which this read takes: no later read has it."""
+    row = _owned(tx, principal, interaction_id)
+    return _out(row, tx.now(), created=False, text=take_text(tx, row))
 
 
 async def poll_interaction(
     core: Core, principal: Principal, *, interaction_id: str, wait: int
 ) -> InteractionOut:
-    """The interaction's state, waiting up to ``wait`` seconds (clamped to 0-``WAIT_MAX_S``) for the answer.
+    """The interaction's state, waiting up to ``wait`` seconds (clamped to 0-``WAIT_MAX_S``) for the
+    answer, with its typed reply if this is the first read since it came.
 
     Woken by the answer's fan-out event, which may come from another replica; no transaction is
     held and the database is not polled while waiting.
     """
-    wait = max(0, min(wait, WAIT_MAX_S))
+    current = await _wait_for_answer(core, principal, interaction_id, max(0, min(wait, WAIT_MAX_S)))
+    if current.text_waiting:
+        return await core.run(take_interaction_text, principal, interaction_id=interaction_id)
+    return current
+
+
+async def _wait_for_answer(
+    core: Core, principal: Principal, interaction_id: str, wait: int
+) -> InteractionOut:
     async with core.fanout.subscribe(answered_topic(interaction_id)) as answered:
         current = await core.run(get_interaction, principal, interaction_id=interaction_id)
         deadline = core.clock.now() + min(float(wait), current.expires_at - core.clock.now())
@@ -165,44 +165,53 @@ async def poll_interaction(
 
 
 def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, body: Answer) -> InteractionOut:
-    """The phone's tap. The first answer wins; a later one is 409 ``already_answered``."""
+    """The phone's answer: a choice, a typed reply, or both, as the question allows. The first
+    answer wins; a later one is 409 ``already_answered``."""
     phone = own_device(tx, principal)
     principal.require_phone()
     row = tx.session.get(Interaction, interaction_id)
     if row is None or row.account_id != phone.account_id:
         raise RelayError("not_found")
-    if body.choice_index >= row.choice_count:
-        raise RelayError("invalid_choice", details={"choices": row.choice_count})
+    sealed = check_answer(tx, row, phone, choice_index=body.choice_index, sealed_text=body.sealed_text)
     now = tx.now()
     won = tx.session.execute(
         update(Interaction)
         .where(
             col(Interaction.interaction_id) == interaction_id,
-            col(Interaction.choice_index).is_(None),
+            col(Interaction.answered_at).is_(None),
             col(Interaction.expires_at) > now,
         )
-        .values(choice_index=body.choice_index, answered_at=now)
+        .values(choice_index=body.choice_index, answered_at=now, answer_text=sealed)
     )
     if getattr(won, "rowcount", 0) != 1:
         tx.session.refresh(row)
-        raise RelayError("already_answered" if row.choice_index is not None else "interaction_expired")
+        raise RelayError("already_answered" if row.answered_at is not None else "interaction_expired")
     tx.session.refresh(row)
     tx.emit(Published(answered_topic(interaction_id), "answered"))
     return _out(row, now, created=False)
 
 
+def _owned(tx: Tx, principal: Principal, interaction_id: str) -> Interaction:
+    row = tx.session.get(Interaction, interaction_id)
+    if row is None or row.owner != principal.owner_key:
+        raise RelayError("not_found")
+    return row
+
+
 def _dedupe_digest(tx: Tx, principal: Principal, body: InteractionCreate) -> str:
     if body.idempotency_key is not None:
         material = b"key\x00" + body.idempotency_key.encode()
+    elif body.allow_text:
+        material = b"content\x00" + canonical_json([body.question, body.choices, body.text_max_chars])
     else:
         material = b"content\x00" + canonical_json([body.question, body.choices])
     key = tx.keys.derived_key("interaction-dedupe")
     return hmac.new(key, principal.owner_key.encode() + b"\x00" + material, hashlib.sha256).hexdigest()
 
 
-def _out(row: Interaction, now: int, *, created: bool) -> InteractionOut:
+def _out(row: Interaction, now: int, *, created: bool, text: str | None = None) -> InteractionOut:
     status: Status = "pending"
-    if row.choice_index is not None:
+    if row.answered_at is not None:
         status = "answered"
     elif row.expires_at <= now:
         status = "expired"
@@ -213,4 +222,7 @@ def _out(row: Interaction, now: int, *, created: bool) -> InteractionOut:
         expires_at=row.expires_at,
         choice_index=row.choice_index,
         answered_at=row.answered_at,
+        text=text,
+        text_already_read=True if text is None and row.text_read_at is not None else None,
+        text_waiting=text is None and row.answer_text is not None,
     )

@@ -160,7 +160,9 @@ class QueuedEnvelope(SQLModel, table=True):
 
 class Interaction(SQLModel, table=True):
     """A question put to the phone. Its text and choices are never stored: only a keyed digest
-    used to recognise a duplicate request, and how many choices there were."""
+    used to recognise a duplicate request, and how many choices there were. A typed reply waits in
+    ``answer_text`` sealed at rest (``core.services.typed_replies``) until the caller's first read
+    takes it; ``text_read_at`` then says it was handed over."""
 
     __tablename__ = "interactions"
 
@@ -173,6 +175,9 @@ class Interaction(SQLModel, table=True):
     expires_at: int = Field(index=True)
     choice_index: int | None = None
     answered_at: int | None = None
+    text_max_chars: int | None = None  # None: the question takes no typed reply
+    answer_text: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    text_read_at: int | None = None
 
 
 class ParkedDocument(SQLModel, table=True):

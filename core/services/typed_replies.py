@@ -1,0 +1,96 @@
+"""Typed replies to questions: what the phone may send beside (or instead of) a choice, and how the
+text waits for the caller who asked.
+
+The phone seals the text to the server's key (``core.domain.typed_reply``). The server opens it
+twice, each time only in memory for the call: when the phone answers, to check it against the
+question (so the phone, not the caller, hears that it is too long); and when the caller's first
+read takes it. In between it waits in ``interactions.answer_text`` sealed at rest with a key
+derived from the server key and the question's id (NaCl secretbox); the read that takes it clears
+the column and sets ``text_read_at`` in the same statement, so it is handed over once, on whichever
+replica reads first, and a later read sees only that it was. An unread text goes with its
+interaction a day after the question's expiry (``core.services.maintenance``). Nothing logs it.
+docs/protocol.md ("Typed replies") says why it is kept this way.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+
+import nacl.exceptions
+import nacl.secret
+from pydantic.config import JsonDict
+from sqlalchemy import update
+from sqlmodel import col
+
+from core.domain.envelope import MIN_LENGTH
+from core.domain.typed_reply import TypedReplyError, open_typed_reply
+from core.errors import RelayError
+from core.runtime.tx import Tx
+from core.server_keys import ServerKeys
+from core.services.relay import BLOB_SCHEMA
+from core.store.tables import Device, Interaction
+
+TEXT_DEFAULT_MAX_CHARS = 500  # a question's text_max_chars when allow_text is given alone
+TEXT_MAX_CHARS = 1000  # the most a caller may allow (the question's own limit)
+# The longest sealed text: canonical JSON escapes a control character as six bytes (\u001f), so
+# TEXT_MAX_CHARS characters are at most six times as many bytes, with the type and id around them.
+SEALED_TEXT_MAX_CHARS = 4 * math.ceil((MIN_LENGTH + 128 + 6 * TEXT_MAX_CHARS) / 3)
+SEALED_TEXT_SCHEMA: JsonDict = {**BLOB_SCHEMA, "maxLength": SEALED_TEXT_MAX_CHARS}
+
+
+def check_answer(
+    tx: Tx, row: Interaction, phone: Device, *, choice_index: int | None, sealed_text: str | None
+) -> bytes | None:
+    """Hold the phone's answer to what the question offered: a choice when it has choices, a text
+    when it takes one (and must, with no choices). Returns the text sealed at rest, if one came."""
+    if row.choice_count == 0:
+        if choice_index is not None:
+            raise RelayError("invalid_choice", "This question has no choices; send its text alone.")
+        if sealed_text is None:
+            raise RelayError("text_required")
+    elif choice_index is None:
+        raise RelayError("choice_required", details={"choices": row.choice_count})
+    elif choice_index >= row.choice_count:
+        raise RelayError("invalid_choice", details={"choices": row.choice_count})
+    if sealed_text is None:
+        return None
+    if row.text_max_chars is None:
+        raise RelayError("text_not_allowed")
+    try:
+        blob = base64.b64decode(sealed_text, validate=True)
+        box = tx.keys.box_with(base64.b64decode(phone.public_key))
+        text = open_typed_reply(box, blob, interaction_id=row.interaction_id)
+    except (binascii.Error, TypedReplyError) as error:
+        raise RelayError("invalid_text") from error
+    if len(text) > row.text_max_chars:
+        raise RelayError("text_too_long", details={"chars": len(text), "max": row.text_max_chars})
+    return _box(tx.keys, row.interaction_id).encrypt(text.encode("utf-8"))
+
+
+def take_text(tx: Tx, row: Interaction) -> str | None:
+    """The waiting text of ``row``, taken: None when there is none or another read took it first."""
+    sealed = row.answer_text
+    if sealed is None:
+        return None
+    now = tx.now()
+    taken = tx.session.execute(
+        update(Interaction)
+        .where(
+            col(Interaction.interaction_id) == row.interaction_id,
+            col(Interaction.answer_text).is_not(None),
+        )
+        .values(answer_text=None, text_read_at=now)
+    )
+    if getattr(taken, "rowcount", 0) != 1:
+        tx.session.refresh(row)  # another read took it: this one says so
+        return None
+    try:
+        return _box(tx.keys, row.interaction_id).decrypt(sealed).decode("utf-8")
+    except nacl.exceptions.CryptoError:
+        return None  # sealed under another server key (it was replaced): it is gone either way
+
+
+def _box(keys: ServerKeys, interaction_id: str) -> nacl.secret.SecretBox:
+    return nacl.secret.SecretBox(keys.derived_key(f"interaction-text:{interaction_id}"))
