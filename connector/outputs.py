@@ -3,9 +3,11 @@ rate-limit bookkeeping the REST routes turn into headers stays out of the model'
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from core.services.interaction_models import InteractionOut
 
 
 class Delivered(BaseModel):
@@ -51,20 +53,35 @@ class CancelRequested(BaseModel):
     )
 
 
-class ApprovalRequested(BaseModel):
-    request_id: str = Field(description="Pass it to check_reply")
-    status: Literal["pending", "answered", "expired"]
-    created: bool = Field(description="False when an identical request was already open: no second prompt")
-    expires_at: int
-    choice_index: int | None = Field(default=None, description="Set once answered: index into your choices")
-    answered_at: int | None = None
-
-
 class Reply(BaseModel):
     status: Literal["pending", "answered", "expired"]
     expires_at: int
     choice_index: int | None = Field(default=None, description="Index into the choices you asked with")
     answered_at: int | None = None
+    text: str | None = Field(
+        default=None,
+        description="What the user typed, if the question allowed it: given once, here, then deleted",
+    )
+    text_already_read: bool | None = Field(
+        default=None, description="True when an earlier result already gave the typed reply (it is gone)"
+    )
+
+
+class ApprovalRequested(Reply):
+    request_id: str = Field(description="Pass it to check_reply")
+    created: bool = Field(description="False when an identical request was already open: no second prompt")
+
+
+def reply_fields(out: InteractionOut) -> dict[str, Any]:
+    """What a model sees of an interaction's state, the same for request_approval and check_reply."""
+    return {
+        "status": out.status,
+        "expires_at": out.expires_at,
+        "choice_index": out.choice_index,
+        "answered_at": out.answered_at,
+        "text": out.text,
+        "text_already_read": out.text_already_read,
+    }
 
 
 class RingRequested(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
@@ -25,7 +25,7 @@ from core.principal import (
     Principal,
 )
 from core.runtime.core import Core
-from core.services import device_list, documents, interactions, reminders, ring, send
+from core.services import device_list, documents, interactions, reminders, ring, send, typed_replies
 
 PROGRESS_STEP_S = 5  # request_approval reports progress between waits of at most this long
 
@@ -139,42 +139,62 @@ async def request_approval(
     call: ToolCall,
     question: Annotated[str, Field(min_length=1, max_length=1000, description="Shown on the phone")],
     ctx: Context,
-    choices: Annotated[list[str] | None, Field(description="2-4 button labels (max 48 chars each)")] = None,
+    choices: Annotated[
+        list[str] | None,
+        Field(
+            description="2-4 button labels (max 48 chars each); [] with allow_text for a typed reply alone"
+        ),
+    ] = None,
+    allow_text: Annotated[
+        bool, Field(description="Let the user also type a reply, e.g. the reason for a denial")
+    ] = False,
+    text_max_chars: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=typed_replies.TEXT_MAX_CHARS,
+            description=f"With allow_text: most characters (default {typed_replies.TEXT_DEFAULT_MAX_CHARS})",
+        ),
+    ] = None,
     expires_in_seconds: Annotated[int, Field(ge=60, le=86_400)] = 600,
     idempotency_key: Annotated[str | None, Field(description="Reuse to avoid a second prompt")] = None,
     wait_seconds: Annotated[int, Field(ge=0, le=interactions.WAIT_MAX_S, description="Wait for the tap")] = 0,
 ) -> outputs.ApprovalRequested:
-    """Ask the user a question on their phone with 2-4 buttons (default Approve / Deny).
+    """Ask the user a question on their phone with 2-4 buttons (default Approve / Deny), and
+    optionally let them type a reply.
+
+    Set allow_text when words may matter: the reason for a denial, a correction ("yes, but on
+    staging"), a value only they know. With allow_text and choices [] the typed reply is the whole answer: use it
+    for an open question, and buttons when the answer is one of a few options. The typed reply
+    comes back as text once, in the first result that reports the answer (this call's wait or
+    check_reply), and the server then deletes it: keep it yourself.
 
     Returns at once with a request_id (call check_reply with it), or, with wait_seconds, waits
     for the answer up to that long while reporting progress. Asking the same thing again while
     it is open returns the same request (created = false) and does not prompt twice.
     """
+    asked: dict[str, Any] = {"choices": choices} if choices or (allow_text and choices == []) else {}
+    if text_max_chars is not None:
+        asked["text_max_chars"] = text_max_chars
     body = interactions.InteractionCreate(
         question=question,
-        choices=choices or ["Approve", "Deny"],
+        allow_text=allow_text,
         expires_in_seconds=expires_in_seconds,
         idempotency_key=idempotency_key,
+        **asked,
     )
     out = await call.core.run(interactions.create_interaction, call.principal, body=body, ip=call.ip)
     # The core's long poll waits, in steps short enough to report progress between them.
     waited = 0
     while out.status == "pending" and waited < wait_seconds:
         step = min(PROGRESS_STEP_S, wait_seconds - waited)
-        await ctx.report_progress(waited, total=wait_seconds, message="waiting for the tap on the phone")
+        await ctx.report_progress(waited, total=wait_seconds, message="waiting for the answer on the phone")
         polled = await call.core.run(
             interactions.poll_interaction, call.principal, interaction_id=out.id, wait=step
         )
         out = polled.model_copy(update={"created": out.created})
         waited += step
-    return outputs.ApprovalRequested(
-        request_id=out.id,
-        status=out.status,
-        created=out.created,
-        expires_at=out.expires_at,
-        choice_index=out.choice_index,
-        answered_at=out.answered_at,
-    )
+    return outputs.ApprovalRequested(request_id=out.id, created=out.created, **outputs.reply_fields(out))
 
 
 async def check_reply(
@@ -186,16 +206,12 @@ async def check_reply(
 ) -> outputs.Reply:
     """Get the answer to a request_approval question. Returns the moment the phone answers;
     while status is pending, call it again. choice_index is an index into your own choices
-    (the server never stored them)."""
+    (the server never stored them). A typed reply is in text the first time the answer is
+    reported and never again (text_already_read says it was): keep it."""
     out = await call.core.run(
         interactions.poll_interaction, call.principal, interaction_id=request_id, wait=wait_seconds
     )
-    return outputs.Reply(
-        status=out.status,
-        expires_at=out.expires_at,
-        choice_index=out.choice_index,
-        answered_at=out.answered_at,
-    )
+    return outputs.Reply(**outputs.reply_fields(out))
 
 
 async def find_my_phone(call: ToolCall) -> outputs.RingRequested:
