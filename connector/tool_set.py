@@ -164,10 +164,10 @@ async def request_approval(
     optionally let them type a reply.
 
     Set allow_text when words may matter: the reason for a denial, a correction ("yes, but on
-    staging"), a value only they know. With allow_text and choices [] the typed reply is the whole answer: use it
-    for an open question, and buttons when the answer is one of a few options. The typed reply
-    comes back as text once, in the first result that reports the answer (this call's wait or
-    check_reply), and the server then deletes it: keep it yourself.
+    staging"), a value only they know. With allow_text and choices [] the typed reply is the
+    whole answer: use it for an open question, and buttons when the answer is one of a few
+    options. The typed reply comes back as text once, in the first result that reports the
+    answer (this call's wait or check_reply), and the server then deletes it: keep it yourself.
 
     Returns at once with a request_id (call check_reply with it), or, with wait_seconds, waits
     for the answer up to that long while reporting progress. Asking the same thing again while
