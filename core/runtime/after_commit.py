@@ -1,6 +1,10 @@
 """What the Core does with an operation's events once its transaction has committed: one handler per
 event type, in ``AfterCommit.handlers``. Fan-out and forgetting credentials happen before the
-request is answered; push and deferred bookkeeping run in the background, off the request path."""
+request is answered; push and deferred bookkeeping run in the background, off the request path.
+
+A handler returns the fan-out messages its event sends; those of all the events are published
+together, in order, after the handlers ran (one Redis round trip for a send's wake-ups to all of
+its devices, however many)."""
 
 from __future__ import annotations
 
@@ -29,7 +33,9 @@ if TYPE_CHECKING:
     from core.runtime.core import Core
 
 log = logging.getLogger("relaybox.core")
-Handler = Callable[[Any], Awaitable[None]]
+FanoutMessages = tuple[tuple[str, str], ...]  # (topic, message), to publish
+Handler = Callable[[Any], Awaitable[FanoutMessages]]
+NOTHING: FanoutMessages = ()
 
 
 class AfterCommit:
@@ -47,27 +53,31 @@ class AfterCommit:
         assert set(self.handlers) == set(get_args(Event)), "every event type has a handler"
 
     async def __call__(self, events: list[Event]) -> None:
+        messages: list[tuple[str, str]] = []
         for event in events:
-            await self.handlers[type(event)](event)
+            messages += await self.handlers[type(event)](event)
+        if messages:
+            await self.core.fanout.publish_all(messages)
 
-    async def _wake_recipient(self, event: EnvelopeQueued) -> None:
-        await self.core.fanout.publish(device_topic(event.recipient_device_id), event.message)
+    async def _wake_recipient(self, event: EnvelopeQueued) -> FanoutMessages:
+        return ((device_topic(event.recipient_device_id), event.message),)
 
-    async def _close_device(self, event: DeviceRevoked) -> None:
-        await self._forget_credentials(CredentialsRevoked((device_tag(event.device_id),)))
-        await self.core.fanout.publish(device_topic(event.device_id), json.dumps({"revoked": True}))
+    async def _close_device(self, event: DeviceRevoked) -> FanoutMessages:
+        forget = await self._forget_credentials(CredentialsRevoked((device_tag(event.device_id),)))
+        return (*forget, (device_topic(event.device_id), json.dumps({"revoked": True})))
 
-    async def _forget_credentials(self, event: CredentialsRevoked) -> None:
+    async def _forget_credentials(self, event: CredentialsRevoked) -> FanoutMessages:
         """Forget revoked credentials here before the revoking request is answered, and tell the
         other replicas."""
         self.core.credentials.drop(event.tags)
-        await self.core.fanout.publish(CREDENTIALS_TOPIC, revocation_message(event.tags))
+        return ((CREDENTIALS_TOPIC, revocation_message(event.tags)),)
 
-    async def _publish(self, event: Published) -> None:
-        await self.core.fanout.publish(event.topic, event.message)
+    async def _publish(self, event: Published) -> FanoutMessages:
+        return ((event.topic, event.message),)
 
-    async def _push_later(self, event: PushRequested) -> None:
+    async def _push_later(self, event: PushRequested) -> FanoutMessages:
         self.core.spawn(self._push, event)
+        return NOTHING
 
     async def _push(self, event: PushRequested) -> None:
         try:
@@ -75,8 +85,9 @@ class AfterCommit:
         except Exception:
             log.exception("push failed unexpectedly", extra={"push_type": event.message.type})
 
-    async def _defer(self, event: Deferred) -> None:
+    async def _defer(self, event: Deferred) -> FanoutMessages:
         self.core.spawn(self.run_deferred, event)
+        return NOTHING
 
     async def run_deferred(self, event: Deferred) -> None:
         try:
@@ -84,10 +95,11 @@ class AfterCommit:
         except Exception:
             log.exception("deferred bookkeeping failed", extra={"op": getattr(event.op, "__name__", "?")})
 
-    async def _delete_objects(self, event: TransfersEnded) -> None:
+    async def _delete_objects(self, event: TransfersEnded) -> FanoutMessages:
         """Inline: once a transfer is ended, its objects are gone before the caller hears so."""
         for transfer_id in event.transfer_ids:
             try:
                 await anyio.to_thread.run_sync(self.core.objects.delete_transfer, transfer_id)
             except Exception:
                 log.exception("deleting a transfer's objects failed", extra={"transfer_id": transfer_id})
+        return NOTHING

@@ -43,6 +43,15 @@ async def test_a_subscriber_receives_what_is_published_on_its_topic(fanout: Fano
             assert await subscription.receive() == ("device:a", "hello")
 
 
+async def test_messages_published_together_arrive_in_order_on_their_topics(fanout: Fanout) -> None:
+    async with fanout.subscribe("device:a", "device:b") as both, fanout.subscribe("device:b") as only_b:
+        await fanout.publish_all([("device:a", "1"), ("device:b", "2"), ("device:c", "x"), ("device:a", "3")])
+        with anyio.fail_after(5):
+            heard = [await both.receive() for _ in range(3)]
+            assert heard == [("device:a", "1"), ("device:b", "2"), ("device:a", "3")]
+            assert await only_b.receive() == ("device:b", "2")
+
+
 async def test_other_topics_are_not_heard(fanout: Fanout) -> None:
     async with fanout.subscribe("device:a") as subscription:
         await fanout.publish("device:b", "not for a")

@@ -7,7 +7,7 @@ Messages are hints, never the only copy of data: a subscriber whose buffer overf
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -25,6 +25,11 @@ class Subscription(Protocol):
 
 class Fanout(Protocol):
     async def publish(self, topic: str, message: str) -> None: ...
+
+    async def publish_all(self, messages: Sequence[tuple[str, str]]) -> None:
+        """Publish each ``(topic, message)``, in order, at the cost of one (a Redis pipeline: one
+        round trip for a send's wake-ups to all of its devices)."""
+        ...
 
     def subscribe(self, *topics: str) -> AbstractAsyncContextManager[Subscription]: ...
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 
 SUBSCRIPTION_BUFFER = 256
@@ -50,6 +50,10 @@ class MemoryFanout:
 
     async def publish(self, topic: str, message: str) -> None:
         self.publish_nowait(topic, message)
+
+    async def publish_all(self, messages: Sequence[tuple[str, str]]) -> None:
+        for topic, message in messages:
+            self.publish_nowait(topic, message)
 
     def publish_nowait(self, topic: str, message: str) -> None:
         for subscription in tuple(self._topics.get(topic, ())):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 
 import redis.asyncio
@@ -43,11 +43,23 @@ class RedisFanout:
     async def publish(self, topic: str, message: str) -> None:
         """Best-effort, like every fan-out message: the data is already committed, and a waiter that
         misses the wake-up catches up at its next timeout or keep-alive."""
+        await self.publish_all(((topic, message),))
+
+    async def publish_all(self, messages: Sequence[tuple[str, str]]) -> None:
+        """One round trip for all: several are pipelined."""
         self._bind_loop()
         if not self.breaker.allow():
             return  # Redis is down: the wake-up is skipped at once rather than after a timeout
+        client = self._publisher()
         try:
-            await self._publisher().publish(self._channel_name(topic), message)
+            if len(messages) == 1:
+                [(topic, message)] = messages
+                await client.publish(self._channel_name(topic), message)
+            else:
+                async with client.pipeline(transaction=False) as pipe:
+                    for topic, message in messages:
+                        pipe.publish(self._channel_name(topic), message)
+                    await pipe.execute()
         except RedisError as error:
             self.breaker.failed()
             log.warning("fan-out publish failed: %s: %s", type(error).__name__, error)
