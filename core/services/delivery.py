@@ -9,7 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, delete, func, insert, select
+from sqlalchemy import String, bindparam, delete, func, insert, select
+from sqlalchemy.dialects import postgresql
 from sqlmodel import col
 
 from core.adapters.push.base import PushMessage, PushTarget
@@ -96,14 +97,19 @@ def lock_recipients(tx: Tx, device_ids: list[str]) -> None:
     """Serialise enqueues per recipient (row locks on PostgreSQL) so that, for each device, sequence
     order is commit order and a stream reading "seq > last" can never step over a late commit. One
     statement for all of a send's devices, in one order (by id) so two sends cannot deadlock."""
-    if tx.session.get_bind().dialect.name == "sqlite":  # SQLite writers are serial already
+    connection = tx.session.connection()
+    if connection.dialect.name == "sqlite":  # SQLite writers are serial already
         return
-    tx.session.execute(
-        select(col(Device.device_id))
-        .where(col(Device.device_id).in_(sorted(device_ids)))
-        .order_by(col(Device.device_id))
-        .with_for_update()
-    )
+    _LOCK_DEVICES.rows(connection, ids=sorted(device_ids))
+
+
+_DEVICES = Device.__table__  # type: ignore[attr-defined]
+_LOCK_DEVICES = PreparedStatement(  # PostgreSQL only: one array parameter for any number of devices
+    select(_DEVICES.c.device_id)
+    .where(_DEVICES.c.device_id == func.any(bindparam("ids", type_=postgresql.ARRAY(String))))
+    .order_by(_DEVICES.c.device_id)
+    .with_for_update()
+)
 
 
 # Built once and run on the driver's cursor: the queue is the hot path, and building statements
