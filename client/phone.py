@@ -134,11 +134,17 @@ def relay_text(
 
 
 def answer(
-    path: Path, interaction_id: str, choice_index: int, *, transport: httpx.BaseTransport | None = None
+    path: Path,
+    interaction_id: str,
+    choice_index: int | None,
+    text: str | None = None,
+    *,
+    transport: httpx.BaseTransport | None = None,
 ) -> Answered:
-    """Answer a question the phone was asked (``choice_index``: 0 is the first choice). The server
+    """Answer a question the phone was asked (``choice_index``: 0 is the first choice), with a typed
+    reply ``text`` where the question allows one (alone where it has no choices). The server
     refuses a second answer (409 ``already_answered``) and a late one (``interaction_expired``)."""
-    return _answer_question(load(path), interaction_id, choice_index, transport=transport)
+    return _answer_question(load(path), interaction_id, choice_index, text, transport=transport)
 
 
 def run_dispatcher(path: Path, ops: PhoneOps | None = None) -> Dispatcher:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from client.api import ApiError, RelayboxApi
+from client.api import ApiError, RelayboxApi, without_none
 from client.dispatch import one_line
 from client.payload_fields import ID
 from client.state import ClientError
@@ -21,11 +21,15 @@ class Answered:
 class PhoneApi(RelayboxApi):
     """The routes a phone uses for questions, documents and attachments (device credential)."""
 
-    def answer_interaction(self, interaction_id: str, choice_index: int) -> Answered:
-        """``POST /v1/interactions/{id}/answer``: 409 ``already_answered`` / ``interaction_expired``,
-        404 ``not_found`` and 400 ``invalid_choice`` become ``ApiError``."""
+    def answer_interaction(
+        self, interaction_id: str, choice_index: int | None, sealed_text: str | None = None
+    ) -> Answered:
+        """``POST /v1/interactions/{id}/answer`` with a choice, a sealed typed reply
+        (``client.questions.sealed_text``) or both: 409 ``already_answered`` /
+        ``interaction_expired``, 404 ``not_found`` and the 400s (``invalid_choice``,
+        ``text_too_long``, …) become ``ApiError``."""
         path = f"/v1/interactions/{_path_segment(interaction_id)}/answer"
-        raw = self._call("POST", path, body={"choice_index": choice_index})
+        raw = self._call("POST", path, body=without_none(choice_index=choice_index, sealed_text=sealed_text))
         fields = raw if isinstance(raw, dict) else {}
         status, index = fields.get("status"), fields.get("choice_index")
         if not isinstance(status, str) or not (index is None or isinstance(index, int)):

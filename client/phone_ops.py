@@ -21,7 +21,7 @@ from client.lifecycle import Running
 from client.opener import Received
 from client.output import Output
 from client.phone_api import PhoneApi
-from client.questions import PhoneQuestions
+from client.questions import PhoneQuestions, server_box
 from client.reminders import PhoneReminders
 from client.state import DeviceState
 
@@ -31,7 +31,8 @@ class PhoneOps(Running):
     reminders kept in the state file (firing those already due) and starts the reminder thread
     and, when ``interactive``, the reader of typed answers on ``stdin_fd``.
 
-    ``answer``: answer every question with that choice. ``downloads``: where documents and
+    ``answer``: answer every question with that choice; ``answer_text``: and with that typed reply
+    where one is allowed (alone where there are no choices). ``downloads``: where documents and
     attachments go (default: the phone's folder in the user's downloads, ``client.downloads``).
     ``install`` adds the handlers to a ``Dispatcher``.
     """
@@ -43,6 +44,7 @@ class PhoneOps(Running):
         output: Output,
         *,
         answer: int | None = None,
+        answer_text: str | None = None,
         interactive: bool = False,
         downloads: Path | None = None,
         clock: Callable[[], float] = time.time,
@@ -56,7 +58,14 @@ class PhoneOps(Running):
         self._api = PhoneApi(state.server, state.device_token, transport=transport)
         self.reminders = PhoneReminders(path, state.device_id, output, clock=clock)
         self.questions = PhoneQuestions(
-            self._api, output, answer=answer, interactive=interactive, clock=clock, stdin_fd=stdin_fd
+            self._api,
+            output,
+            server_box(state),
+            answer=answer,
+            answer_text=answer_text,
+            interactive=interactive,
+            clock=clock,
+            stdin_fd=stdin_fd,
         )
         self.documents = PhoneDocuments(self._api, state, output, self.downloads)
         self.attachments = PhoneAttachments(self._api, output, self.downloads)

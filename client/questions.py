@@ -1,16 +1,17 @@
 """The phone's questions (``interaction_request`` envelopes): shown with their numbered choices
-(the number is the ``choice_index`` sent back, 0 first) and answered with ``--answer N``, by typing
-a number when standard input is a terminal, or later with ``relaybox phone answer``."""
+(the number is the ``choice_index`` sent back, 0 first) and answered with ``--answer N`` (and
+``--answer-text TEXT`` where a typed reply is allowed), by typing a line when standard input is a
+terminal, or later with ``relaybox phone answer``. A typed reply is sealed to the server's key
+(``core.domain.typed_reply``); ``client.question_parsing`` reads questions and typed lines."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Callable
 
 import httpx
 
@@ -18,84 +19,48 @@ from client.api import ApiError
 from client.dispatch import one_line
 from client.opener import Received
 from client.output import Output
-from client.payload_fields import PayloadError, id_field, integer_field, text_field
+from client.payload_fields import PayloadError
 from client.phone_api import Answered, PhoneApi
+from client.question_parsing import (
+    Question,
+    Reply,
+    how_to_answer,
+    parse_answer_line,
+    parse_question,
+    reply_to,
+)
 from client.state import ClientError, DeviceState
-
-
-@dataclass(frozen=True, slots=True)
-class Question:
-    interaction_id: str
-    question: str
-    choices: tuple[str, ...]
-    expires_at: int
-
-
-def parse_question(payload: Mapping[str, Any]) -> Question:
-    """An ``interaction_request`` payload: ``id``, ``question``, ``choices`` (strings), ``expires_at``."""
-    choices = payload.get("choices")
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
-        raise PayloadError("choices must be a list of strings")
-    return Question(
-        id_field(payload, "id"),
-        text_field(payload, "question"),
-        tuple(cast(list[str], choices)),
-        integer_field(payload, "expires_at"),
-    )
-
-
-def choose(answer: int, question: Question) -> int:
-    """The choice ``--answer N`` gives ``question``: N, if it has that many choices."""
-    if not 0 <= answer < len(question.choices):
-        raise ClientError(
-            "invalid_choice", f"{answer} is not a choice of {question.interaction_id} ({_range(question)})"
-        )
-    return answer
-
-
-def parse_answer_line(text: str, pending: Sequence[Question]) -> tuple[Question, int]:
-    """A line typed while ``phone run`` shows questions: ``N`` answers the newest open question,
-    ``INTERACTION_ID N`` the one named. ``N`` is the choice's number as shown (0 first)."""
-    words = text.split()
-    if len(words) == 1:
-        if not pending:
-            raise ClientError("no_question", "there is no open question to answer")
-        question, number = pending[-1], words[0]
-    elif len(words) == 2:
-        named = [q for q in pending if q.interaction_id == words[0]]
-        if not named:
-            raise ClientError("unknown_question", f"{words[0]!r} is not an open question here")
-        question, number = named[0], words[1]
-    else:
-        raise ClientError("invalid_answer", "type a choice number, or INTERACTION_ID NUMBER")
-    if not (number.isascii() and number.isdigit()):
-        raise ClientError("invalid_answer", f"{number!r} is not a choice number ({_range(question)})")
-    return question, choose(int(number), question)
-
-
-def _range(question: Question) -> str:
-    return f"choose 0 to {len(question.choices) - 1}"
+from core.domain.envelope import PairBox
+from core.domain.keys import decode_public_key
+from core.domain.typed_reply import seal_typed_reply
 
 
 class PhoneQuestions:
     """Shows the questions asked of the phone and sends its answers through ``api``: every one
-    with choice ``answer``; else, when ``interactive``, typed on ``stdin_fd`` (read by ``reader``
-    once started); else by ``relaybox phone answer`` later."""
+    with choice ``answer`` and, where a typed reply is allowed, ``answer_text`` (a question without
+    choices takes ``answer_text`` alone); else, when ``interactive``, typed on ``stdin_fd`` (read by
+    ``reader`` once started); else by ``relaybox phone answer`` later. ``box`` seals typed replies
+    to the server (``server_box``)."""
 
     def __init__(
         self,
         api: PhoneApi,
         output: Output,
+        box: PairBox,
         *,
         answer: int | None = None,
+        answer_text: str | None = None,
         interactive: bool = False,
         clock: Callable[[], float] = time.time,
         stdin_fd: int = 0,
     ) -> None:
         self.output = output
         self.answer = answer
-        self.interactive = interactive and answer is None
+        self.answer_text = answer_text
+        self.automatic = answer is not None or answer_text is not None
+        self.interactive = interactive and not self.automatic
         self._api = api
+        self._box = box
         self._clock = clock
         self._stdin_fd = stdin_fd
         self._pending: list[Question] = []
@@ -114,6 +79,8 @@ class PhoneQuestions:
             return one_line(f"interaction_request that cannot be read: {error}")
         lines = [f"QUESTION [{question.interaction_id}]: {one_line(question.question)}"]
         lines += [f"  [{index}] {one_line(choice)}" for index, choice in enumerate(question.choices)]
+        if question.text_max_chars is not None:
+            lines.append(f"  [text] a typed reply, at most {question.text_max_chars} characters")
         self.output.show(
             lines,
             {
@@ -122,57 +89,70 @@ class PhoneQuestions:
                 "question": question.question,
                 "choices": list(question.choices),
                 "expires_at": question.expires_at,
-            },
+            }
+            | ({} if question.text_max_chars is None else {"text_max_chars": question.text_max_chars}),
         )
-        if self.answer is not None:
-            try:
-                index = choose(self.answer, question)
-            except ClientError as error:
-                self._answer_failed(question, self.answer, error.code, error.message)
-                return ""
-            self.send_answer(question, index)
+        if self.automatic:
+            self._answer_automatically(question)
         elif self.interactive:
             with self._pending_lock:
                 self._pending.append(question)
-            self.output.note(f"answer: type a choice number ({_range(question)}) and Enter")
+            self.output.note(f"answer: {how_to_answer(question)} and Enter")
         else:
-            self.output.note(f"answer with: relaybox phone answer {question.interaction_id} N")
+            self.output.note(
+                f"answer with: relaybox phone answer {question.interaction_id} {_usage(question)}"
+            )
         return ""
 
-    def send_answer(self, question: Question, index: int) -> bool:
-        """Send the answer; print ``ANSWERED [id] N (choice)`` or why it was refused."""
-        sent_at = time.time()
+    def _answer_automatically(self, question: Question) -> None:
+        choice = self.answer if question.choices else None
+        text = self.answer_text if question.text_max_chars is not None else None
         try:
-            answered = self._api.answer_interaction(question.interaction_id, index)
+            reply = reply_to(question, choice, text)
+        except ClientError as error:
+            self._answer_failed(question, Reply(choice, text), error.code, error.message)
+            return
+        self.send_answer(question, reply)
+
+    def send_answer(self, question: Question, reply: Reply) -> bool:
+        """Send the answer; print ``ANSWERED [id] N (choice) "text"`` or why it was refused."""
+        sent_at = time.time()
+        sealed = None if reply.text is None else sealed_text(self._box, question.interaction_id, reply.text)
+        try:
+            answered = self._api.answer_interaction(question.interaction_id, reply.choice, sealed)
         except ClientError as error:
             # The server's refusal is final; a lost connection leaves the question open to retry.
             if not (isinstance(error, ApiError) and error.status == 0):
                 self._close_question(question)
-            self._answer_failed(question, index, error.code, error.message)
+            self._answer_failed(question, reply, error.code, error.message)
             return False
         at = time.time()
         self._close_question(question)
         self.output.show(
-            f"ANSWERED [{question.interaction_id}] {index} ({one_line(question.choices[index])})",
+            f"ANSWERED [{question.interaction_id}] {reply.describe(question)}",
             {
                 "type": "answered",
                 "interaction_id": question.interaction_id,
-                "choice_index": index,
-                "choice": question.choices[index],
+                "choice_index": reply.choice,
+                "choice": None if reply.choice is None else question.choices[reply.choice],
                 "status": answered.status,
                 "sent_at": round(sent_at, 6),
                 "at": round(at, 6),
-            },
+            }
+            | ({} if reply.text is None else {"text": reply.text}),
         )
         return True
 
-    def _answer_failed(self, question: Question, index: int, code: str, message: str) -> None:
+    def _answer_failed(self, question: Question, reply: Reply, code: str, message: str) -> None:
+        tried = "".join(
+            [f" {reply.choice}" if reply.choice is not None else "", " (typed reply)" if reply.text else ""]
+        )
         self.output.show(
-            f"ANSWER FAILED [{question.interaction_id}] {index}: {code}: {one_line(message)}",
+            f"ANSWER FAILED [{question.interaction_id}]{tried}: {code}: {one_line(message)}",
             {
                 "type": "answer_failed",
                 "interaction_id": question.interaction_id,
-                "choice_index": index,
+                "choice_index": reply.choice,
                 "code": code,
                 "message": message,
             },
@@ -195,11 +175,11 @@ class PhoneQuestions:
         if not text.strip():
             return
         try:
-            question, index = parse_answer_line(text, self.open_questions())
+            question, reply = parse_answer_line(text, self.open_questions())
         except ClientError as error:
             self.output.note(f"error: {error.code}: {error.message}")
             return
-        self.send_answer(question, index)
+        self.send_answer(question, reply)
 
     def _read_answers(self) -> None:
         # os.read on the descriptor, not sys.stdin: a daemon thread blocked inside a buffered
@@ -219,13 +199,32 @@ class PhoneQuestions:
                     self.answer_typed(line.decode("utf-8", "replace"))
 
 
+def server_box(state: DeviceState) -> PairBox:
+    """The box between this phone and its server: seals typed replies to the server's key."""
+    return PairBox(state.secret_key_bytes, decode_public_key(state.server_public_key))
+
+
+def sealed_text(box: PairBox, interaction_id: str, text: str) -> str:
+    """``text`` as the answer's ``sealed_text``: base64 of its envelope to the server."""
+    return base64.b64encode(seal_typed_reply(box, interaction_id=interaction_id, text=text)).decode()
+
+
 def answer_question(
     state: DeviceState,
     interaction_id: str,
-    choice_index: int,
+    choice_index: int | None,
+    text: str | None = None,
     *,
     transport: httpx.BaseTransport | None = None,
 ) -> Answered:
-    """Answer a question from outside ``phone run`` (``relaybox phone answer``)."""
+    """Answer a question from outside ``phone run`` (``relaybox phone answer``): a choice, a typed
+    reply sealed to the server, or both (the server holds them to what the question takes)."""
+    sealed = None if text is None else sealed_text(server_box(state), interaction_id, text)
     with PhoneApi(state.server, state.device_token, transport=transport) as api:
-        return api.answer_interaction(interaction_id, choice_index)
+        return api.answer_interaction(interaction_id, choice_index, sealed)
+
+
+def _usage(question: Question) -> str:
+    if not question.choices:
+        return '--text "..."'
+    return "N" if question.text_max_chars is None else 'N [--text "..."]'

@@ -66,8 +66,9 @@ def add_follow_commands(commands: Subcommands, phone_commands: Subcommands) -> N
         "seen (`last_seq` in the state file) unless --since is given. Stops on Ctrl-C.\n\n"
         "It also acts as the phone: reminders are armed (kept in the state file across\n"
         "restarts) and print `REMINDER: <message>` at their time; questions print\n"
-        "`QUESTION [int_...]: <question>` with numbered choices and are answered with\n"
-        "--answer N, by typing a number (when stdin is a terminal) or later with\n"
+        "`QUESTION [int_...]: <question>` with numbered choices (and `[text]` when a typed\n"
+        "reply is allowed) and are answered with --answer N (--answer-text TEXT), by typing a\n"
+        "number and maybe a reply (when stdin is a terminal) or later with\n"
         "`relaybox phone answer`; a ring prints `RING for <n> s`; documents are pulled and\n"
         "saved into --downloads (`SAVED <path>`), never replacing an existing file.",
         run=_phone_run,
@@ -78,6 +79,11 @@ def add_follow_commands(commands: Subcommands, phone_commands: Subcommands) -> N
         type=non_negative_int,
         metavar="N",
         help="answer every question at once with choice N (0 is the first), e.g. in scripts",
+    )
+    run.add_argument(
+        "--answer-text",
+        metavar="TEXT",
+        help="answer with this typed reply too where a question takes one (alone where it has no choices)",
     )
     run.add_argument(
         "--downloads",
@@ -135,8 +141,16 @@ def _phone_run(args: argparse.Namespace) -> int:
     state = phone.load(path)
     output = Output(as_json=args.json)
     downloads: Path | None = args.downloads.expanduser() if args.downloads is not None else None
-    interactive = args.answer is None and _stdin_is_terminal()
-    ops = PhoneOps(path, state, output, answer=args.answer, interactive=interactive, downloads=downloads)
+    interactive = args.answer is None and args.answer_text is None and _stdin_is_terminal()
+    ops = PhoneOps(
+        path,
+        state,
+        output,
+        answer=args.answer,
+        answer_text=args.answer_text,
+        interactive=interactive,
+        downloads=downloads,
+    )
     with ops:
         dispatcher = phone.run_dispatcher(path, ops)
         receive_files(dispatcher, args, path, state, output, ops.downloads)

@@ -17,7 +17,7 @@ from client.commands.wiring import (
     non_negative_int,
     state_path,
 )
-from client.state import DeviceState
+from client.state import ClientError, DeviceState
 from core.domain.safety import format_safety_number
 
 # relaybox phone …
@@ -142,20 +142,30 @@ def add_answer_command(phone_commands: Subcommands) -> None:
     answer = command(
         phone_commands,
         "answer",
-        summary="answer a question the phone was asked (as tapping a button would)",
+        summary="answer a question the phone was asked (as tapping a button or typing a reply would)",
         description="Answer a question that `relaybox phone run` showed as `QUESTION [int_...]`, with\n"
-        "the number of the chosen answer as shown there (0 is the first). The first answer\n"
-        "wins: a second one, or one after the question expired, is refused.",
+        "the number of the chosen answer as shown there (0 is the first) and, where the\n"
+        "question takes a typed reply (`[text]`), --text with it; a question without\n"
+        "choices takes --text alone. The text is sealed to the server's key, which hands it\n"
+        "to whoever asked. The first answer wins: a second one, or one after the question\n"
+        "expired, is refused.",
         run=_phone_answer,
     )
     answer.add_argument("interaction_id", metavar="INTERACTION_ID", help="the question's id (int_...)")
-    answer.add_argument("choice", type=non_negative_int, metavar="N", help="the chosen answer's number")
+    answer.add_argument(
+        "choice", type=non_negative_int, nargs="?", metavar="N", help="the chosen answer's number"
+    )
+    answer.add_argument("--text", metavar="TEXT", help="a typed reply, where the question takes one")
     add_state_option(answer, "phone")
 
 
 def _phone_answer(args: argparse.Namespace) -> int:
-    answered = phone.answer(state_path(args, "phone"), args.interaction_id, args.choice)
-    print(f"answered {answered.interaction_id} with choice {answered.choice_index} ({answered.status})")
+    if args.choice is None and args.text is None:
+        raise ClientError("invalid_answer", "give the choice's number N, --text TEXT, or both")
+    answered = phone.answer(state_path(args, "phone"), args.interaction_id, args.choice, args.text)
+    how = [] if args.choice is None else [f"choice {answered.choice_index}"]
+    how += [] if args.text is None else ["a typed reply"]
+    print(f"answered {answered.interaction_id} with {' and '.join(how)} ({answered.status})")
     return 0
 
 

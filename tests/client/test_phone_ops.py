@@ -34,7 +34,7 @@ from client.opener import Opener, Received
 from client.output import Output
 from client.phone_ops import PhoneOps
 from client.position import load_last_seq, save_last_seq
-from client.questions import Question, choose, parse_answer_line, parse_question
+from client.question_parsing import Question, Reply, choose, parse_answer_line, parse_question
 from client.reminder_ledger import ReminderLedger
 from client.reminder_schedule import Reminder, ReminderQueue, ReminderScheduler
 from client.reminders import load_reminders, save_reminders
@@ -495,8 +495,8 @@ def test_answer_lines_pick_the_newest_question_or_the_one_named() -> None:
     first = Question("int_1", "A?", ("Yes", "No"), 2_000)
     second = Question("int_2", "B?", ("Red", "Green", "Blue"), 2_000)
     pending = [first, second]
-    assert parse_answer_line(" 2 ", pending) == (second, 2)
-    assert parse_answer_line("int_1 1", pending) == (first, 1)
+    assert parse_answer_line(" 2 ", pending) == (second, Reply(2))
+    assert parse_answer_line("int_1 1", pending) == (first, Reply(1))
     for text, code in [
         ("int_1 2", "invalid_choice"),
         ("3", "invalid_choice"),
