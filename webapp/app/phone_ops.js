@@ -1,7 +1,9 @@
 // What the web phone does with the operations sent to it while the app is open: questions answered
-// by tapping a choice (first tap wins, on any device), the ring (a loud tone and vibration for its
-// duration, and a notification), reminders kept in IndexedDB and fired as notifications at their
-// time, and documents opened with this browser's key and offered as a download.
+// by tapping a choice and, where allowed, typing a reply (first answer wins, on any device), the
+// ring (a loud tone and vibration for its duration, and a notification), reminders kept in
+// IndexedDB and fired as notifications at their time, and documents opened with this browser's key
+// and offered as a download.
+import "/app/answer.js";
 import { ApiError, call } from "/app/api.js";
 import "/app/store.js";
 import { fromBase64, fromUtf8, openEnvelope } from "/static/relaybox-wire.js";
@@ -13,26 +15,57 @@ function opened(identity, base64Envelope) {
   return JSON.parse(fromUtf8(openEnvelope(fromBase64(base64Envelope), identity.secretKey, identity.serverPublicKey)));
 }
 
-/** A question with one button per choice; the answer goes to whoever asked. */
+/**
+ * A question with one button per choice; the answer goes to whoever asked. When the question takes
+ * a typed reply (`text_max_chars`), a text box under the buttons goes with the tapped choice, or,
+ * with no choices, is the answer itself, sent with its own button.
+ */
 export function question(identity, payload, ui) {
-  const buttons = payload.choices.map((choice, index) => {
-    const button = ui.button(choice, async () => {
-      buttons.forEach((each) => (each.disabled = true));
-      try {
-        const answer = await call("POST", `/v1/interactions/${encodeURIComponent(payload.id)}/answer`, {
-          token: identity.token,
-          body: { choice_index: index },
-        });
-        ui.status(entry, `Answered: ${payload.choices[answer.choice_index] ?? choice}`);
-      } catch (error) {
-        const gone = error instanceof ApiError && error.status === 409;
-        ui.status(entry, gone ? "Already answered or expired." : error.message);
-      }
-    });
-    return button;
-  });
-  const entry = ui.entry("questions", payload.question, buttons);
+  const reply = Number.isInteger(payload.text_max_chars) ? replyBox(payload) : null;
+  const controls = [];
+  const answer = async (index, label) => {
+    const text = reply ? reply.field.value.trim() : "";
+    if (index === null && !text) {
+      ui.status(entry, "Type a reply first.");
+      return;
+    }
+    controls.forEach((each) => (each.disabled = true));
+    try {
+      const body = globalThis.relayboxAnswerBody(identity, payload.id, index, text);
+      await call("POST", `/v1/interactions/${encodeURIComponent(payload.id)}/answer`, { token: identity.token, body });
+      ui.status(entry, text ? `Answered${label ? `: ${label},` : ""} with your reply.` : `Answered: ${label}`);
+    } catch (error) {
+      const gone = error instanceof ApiError && error.status === 409;
+      ui.status(entry, gone ? "Already answered or expired." : error.message);
+      if (!gone) controls.forEach((each) => (each.disabled = false));
+    }
+  };
+  const buttons = payload.choices.map((choice, index) => ui.button(choice, () => answer(index, choice)));
+  controls.push(...buttons);
+  if (reply && !payload.choices.length) {
+    const send = ui.button("Send reply", () => answer(null, null));
+    reply.box.append(send);
+    controls.push(send);
+  }
+  if (reply) controls.push(reply.field);
+  const entry = ui.entry("questions", payload.question, reply ? [...buttons, reply.box] : buttons);
   ui.notify({ title: "Question", message: payload.question, id: payload.id });
+}
+
+/** A labelled text box for a typed reply of at most `text_max_chars` characters. */
+function replyBox(payload) {
+  const field = Object.assign(document.createElement("textarea"), {
+    id: `reply-${payload.id}`,
+    maxLength: payload.text_max_chars,
+    rows: 2,
+  });
+  const label = Object.assign(document.createElement("label"), {
+    htmlFor: field.id,
+    textContent: payload.choices.length ? "Add a reply (optional)" : "Your reply",
+  });
+  const box = Object.assign(document.createElement("div"), { className: "app-form reply" });
+  box.append(label, field);
+  return { field, box };
 }
 
 /** A push frame ({type, ...fields, payload?}): its inline envelope if it has one, else its fields. */

@@ -61,13 +61,16 @@ function ringing(message) {
 
 /**
  * A question: its first two choices are action buttons (what browsers show) that answer it here;
- * tapping the notification itself opens the app, where every choice is a button.
+ * tapping the notification itself opens the app, where every choice is a button and a question
+ * that takes a typed reply has its text box.
  */
 function asked(question) {
+  var offered = question.choices.length ? " (" + question.choices.join(" / ") + ")" : "";
+  var typed = question.text_max_chars ? (question.choices.length ? " Tap to add a reply." : " Tap to reply.") : "";
   return {
     title: "Question",
     options: {
-      body: question.question + " (" + question.choices.join(" / ") + ")",
+      body: question.question + offered + typed,
       tag: question.id,
       requireInteraction: true,
       actions: question.choices.slice(0, 2).map(function (choice, index) {
