@@ -18,7 +18,8 @@ from oauth.maintenance import sweep_oauth
 
 log = logging.getLogger("relaybox")
 SWEEP_INTERVAL_S = 60
-WAKE_INTERVAL_S = 1  # how late a scheduled wake-up (a web phone's reminder) may leave
+RETRY_S = 5.0  # after a failed round of wake-ups
+WAKE_CHECK_S = 60.0  # the waker looks again at least this often (a lost fan-out message costs this)
 
 
 async def sweep_forever(core: Core) -> None:
@@ -30,7 +31,31 @@ async def sweep_forever(core: Core) -> None:
 
 
 async def wake_forever(core: Core) -> None:
-    await _every(WAKE_INTERVAL_S, "scheduled wake-ups", partial(wake_ups.deliver_due, core))
+    """Send the scheduled wake-ups (web phones' reminders) as they fall due: sleep until the
+    earliest is due, or until one is scheduled (a fan-out message from any replica). Without the
+    fan-out (Redis down) it looks every ``RETRY_S`` until the subscription works again."""
+    while True:
+        try:
+            async with core.fanout.subscribe(wake_ups.WAKE_UPS_TOPIC) as scheduled:
+                while True:
+                    wait_s = await _deliver_due(core)
+                    with anyio.move_on_after(wait_s):
+                        await scheduled.receive()
+        except Exception as error:
+            _log_failure("scheduled wake-ups", error)
+            await _deliver_due(core)
+            await anyio.sleep(RETRY_S)
+
+
+async def _deliver_due(core: Core) -> float:
+    """Send what is due; how long until the next is (at most ``WAKE_CHECK_S``)."""
+    try:
+        await wake_ups.deliver_due(core)
+        due = await core.run(wake_ups.next_due_at, Principal.system())
+    except Exception as error:
+        _log_failure("scheduled wake-ups", error)
+        return RETRY_S
+    return WAKE_CHECK_S if due is None else min(WAKE_CHECK_S, max(0.0, due - core.clock.now()))
 
 
 async def _every(interval_s: float, what: str, *steps: Callable[[], Awaitable[object]]) -> None:
@@ -40,9 +65,12 @@ async def _every(interval_s: float, what: str, *steps: Callable[[], Awaitable[ob
         for step in steps:
             try:
                 await step()
-            except RelayError as error:
-                if error.code != "unavailable":
-                    log.exception("%s failed; retrying next interval", what)
-            except Exception:
-                log.exception("%s failed; retrying next interval", what)
+            except Exception as error:
+                _log_failure(what, error)
         await anyio.sleep(interval_s)
+
+
+def _log_failure(what: str, error: Exception) -> None:
+    if isinstance(error, RelayError) and error.code == "unavailable":
+        return  # a dependency that is down was logged already, once, as a warning
+    log.error("%s failed; retrying next interval", what, exc_info=error)

@@ -6,7 +6,9 @@ reminder is also kept here as a wake-up due at its time, holding the reminder on
 sealed to the phone (the server still learns nothing of its text, and already knew the time).
 ``deliver_due`` sends what is due, each once across replicas; a cancel deletes its wake-up by
 the reminder's tag. A wake-up not sent by ``LATE_S`` after its time is dropped (the queued
-reminder still reaches the app when it opens).
+reminder still reaches the app when it opens). The app's waker sleeps until the earliest wake-up
+is due (``next_due_at``), woken early by the fan-out message each newly scheduled one publishes on
+``WAKE_UPS_TOPIC`` — it does not ask the database every second.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import base64
 import json
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlmodel import col
 
 from core.adapters.push.base import WEB_PUSH, PushMessage, PushTarget
@@ -23,12 +25,15 @@ from core.domain import payloads
 from core.domain.secrets import new_prefixed_id
 from core.principal import Principal
 from core.runtime.core import Core
+from core.runtime.events import Published
+from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services.delivery import push_target
 from core.store.tables import Device, ScheduledWakeUp
 
 BATCH = 100
 LATE_S = 86_400
+WAKE_UPS_TOPIC = "wake-ups"  # a wake-up was scheduled: wakers look again for the earliest due
 
 
 def wakes_by_push(tx: Tx, device: Device) -> bool:
@@ -52,6 +57,7 @@ def schedule(
             ttl_s=LATE_S,
         )
     )
+    tx.emit(Published(WAKE_UPS_TOPIC, str(due_at)))
 
 
 def cancel(tx: Tx, device_id: str, tag: str) -> None:
@@ -93,6 +99,15 @@ def take_due(tx: Tx, principal: Principal) -> list[tuple[PushTarget, PushMessage
         message = PushMessage(data.pop("type"), data, high_priority=True, ttl_s=wake.ttl_s)
         sends.append((push_target(tx, device), message))
     return sends
+
+
+@read_only
+def next_due_at(tx: Tx, principal: Principal) -> int | None:
+    """When the earliest kept wake-up is due, if any (an index read)."""
+    if principal.kind.value != "system":
+        return None
+    due: int | None = tx.session.execute(select(func.min(col(ScheduledWakeUp.due_at)))).scalar()
+    return due
 
 
 async def deliver_due(core: Core) -> int:
