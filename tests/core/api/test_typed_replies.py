@@ -218,6 +218,7 @@ def test_two_reads_at_once_one_gets_the_text(
         ({"choices": [], "allow_text": True}, {"choice_index": 0, "text": "x"}, "invalid_choice"),
         ({"allow_text": True, "text_max_chars": 5}, {"choice_index": 0, "text": "sixsix"}, "text_too_long"),
         ({"allow_text": True}, {"choice_index": 0, "raw": "not base64!"}, "invalid_text"),
+        ({"allow_text": True}, {"choice_index": 0, "raw": "é" * 60}, "invalid_text"),
         (
             {"allow_text": True},
             {"choice_index": 0, "raw": base64.b64encode(b"\x01" * 60).decode()},
