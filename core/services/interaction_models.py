@@ -9,12 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, String
 from pydantic.config import JsonDict
 
 from core.services.limits import Limited
-from core.services.typed_replies import (
-    SEALED_TEXT_MAX_CHARS,
-    SEALED_TEXT_SCHEMA,
-    TEXT_DEFAULT_MAX_CHARS,
-    TEXT_MAX_CHARS,
-)
+from core.services.relay import BLOB_SCHEMA
+from core.services.typed_replies import TEXT_DEFAULT_MAX_CHARS, TEXT_MAX_CHARS
 
 Status = Literal["pending", "answered", "expired"]
 Choice = Annotated[str, StringConstraints(min_length=1, max_length=48)]
@@ -108,10 +104,10 @@ class Answer(BaseModel):
     choice_index: StrictInt | None = Field(default=None, ge=0, le=3)
     sealed_text: str | None = Field(
         default=None,
-        max_length=SEALED_TEXT_MAX_CHARS,
         description="Standard base64 of an envelope v1 from the phone to the server's key holding an "
-        "interaction_text payload (docs/protocol.md)",
-        json_schema_extra=SEALED_TEXT_SCHEMA,
+        "interaction_text payload (docs/protocol.md); its text is held to the question's text_max_chars "
+        "once opened, so no length is stated here",
+        json_schema_extra=BLOB_SCHEMA,
     )
 
     @model_validator(mode="after")

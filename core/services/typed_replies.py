@@ -15,28 +15,20 @@ docs/protocol.md ("Typed replies") says why it is kept this way.
 from __future__ import annotations
 
 import base64
-import math
 
 import nacl.exceptions
 import nacl.secret
-from pydantic.config import JsonDict
 from sqlalchemy import update
 from sqlmodel import col
 
-from core.domain.envelope import MIN_LENGTH
 from core.domain.typed_reply import open_typed_reply
 from core.errors import RelayError
 from core.runtime.tx import Tx
 from core.server_keys import ServerKeys
-from core.services.relay import BLOB_SCHEMA
 from core.store.tables import Device, Interaction
 
 TEXT_DEFAULT_MAX_CHARS = 500  # a question's text_max_chars when allow_text is given alone
 TEXT_MAX_CHARS = 1000  # the most a caller may allow (the question's own limit)
-# The longest sealed text: canonical JSON escapes a control character as six bytes (\u001f), so
-# TEXT_MAX_CHARS characters are at most six times as many bytes, with the type and id around them.
-SEALED_TEXT_MAX_CHARS = 4 * math.ceil((MIN_LENGTH + 128 + 6 * TEXT_MAX_CHARS) / 3)
-SEALED_TEXT_SCHEMA: JsonDict = {**BLOB_SCHEMA, "maxLength": SEALED_TEXT_MAX_CHARS}
 
 
 def check_answer(
