@@ -76,7 +76,6 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
         .select_from(Interaction)
         .where(
             col(Interaction.account_id) == principal.account_id,
-            col(Interaction.choice_index).is_(None),
             col(Interaction.answered_at).is_(None),
             col(Interaction.expires_at) > now,
         )
