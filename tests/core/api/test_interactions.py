@@ -1,4 +1,5 @@
-"""Questions to the phone: creation and duplicates, the pending cap, answers, expiry, ownership."""
+"""Questions to the phone: creation and duplicates, the pending cap, answers, expiry, ownership
+(typed replies: test_typed_replies.py)."""
 
 from __future__ import annotations
 
@@ -196,12 +197,31 @@ def test_only_the_accounts_phone_answers(client: TestClient) -> None:
         {"expires_in_seconds": 86_401},
         {"idempotency_key": ""},
         {"idempotency_key": "k" * 129},
+        # Typed replies: [] only with allow_text, never one choice, text_max_chars only with it, 1-1000.
+        {"choices": []},
+        {"choices": ["only"], "allow_text": True},
+        {"text_max_chars": 100},
+        {"allow_text": False, "text_max_chars": 100},
+        {"allow_text": True, "text_max_chars": 0},
+        {"allow_text": True, "text_max_chars": 1001},
+        {"allow_text": "yes"},
+        {"allow_text": 1},
     ],
 )
 def test_out_of_bounds_questions_are_invalid_body(client: TestClient, fields: dict[str, Any]) -> None:
     _, headers = setup(client)
     response = client.post("/v1/interactions", json={"question": "q", **fields}, headers=headers)
     assert response.status_code == 400 and error_code(response) == "invalid_body"
+
+
+def test_the_typed_reply_bounds_themselves_are_allowed(client: TestClient) -> None:
+    _, headers = setup(client)
+    for fields in (
+        {"allow_text": True, "text_max_chars": 1},
+        {"allow_text": True, "text_max_chars": 1000, "choices": []},
+        {"allow_text": False, "choices": ["x", "y", "z", "w"]},
+    ):
+        assert ask(client, headers, **fields).status_code == 201, fields
 
 
 def test_wait_must_be_a_whole_number_and_is_clamped(client: TestClient) -> None:
@@ -236,6 +256,14 @@ def test_an_outdated_phone_is_426_but_an_unknown_build_is_fine(client: TestClien
     _, outdated = setup(client, app_build=2)
     response = ask(client, outdated)
     assert response.status_code == 426 and error_code(response) == "phone_app_outdated"
+
+
+def test_a_phone_too_old_for_typed_replies_gets_426_for_those_only(client: TestClient, core: Core) -> None:
+    core.settings = core.settings.model_copy(update={"min_build_interaction_text": 5})
+    _, headers = setup(client, app_build=4)
+    refused = ask(client, headers, allow_text=True)
+    assert refused.status_code == 426 and error_code(refused) == "phone_app_outdated"
+    assert ask(client, headers).status_code == 201
 
 
 def test_the_question_and_choices_are_never_stored(client: TestClient, core: Core) -> None:
