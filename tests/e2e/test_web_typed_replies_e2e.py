@@ -13,7 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.browser import watched
+from tests.browser import ARTIFACTS, watched
 from tests.e2e.conftest import RelayboxServer
 from tests.e2e.web_phone import become_the_phone, create_token
 
@@ -52,7 +52,7 @@ def question_entry(page: Page, question: str) -> Any:
 def test_the_web_phone_types_a_reason_and_a_reply_alone(tmp_path: Path, browser: Browser) -> None:
     with RelayboxServer(tmp_path / "server") as server:
         url = server.wait_until_ready()
-        context = browser.new_context()
+        context = browser.new_context(viewport={"width": 390, "height": 844})  # a phone's width
         try:
             page = context.new_page()
             watch = watched(page, url)
@@ -80,6 +80,8 @@ def test_the_web_phone_types_a_reason_and_a_reply_alone(tmp_path: Path, browser:
                 box = entry.get_by_label("Add a reply (optional)")
                 assert box.get_attribute("maxlength") == "80"
                 box.fill(REASON)
+                entry.scroll_into_view_if_needed()
+                page.screenshot(path=ARTIFACTS / "web-phone-typed-reply.png")
                 entry.get_by_role("button", name="Wait").click()
                 entry.locator("span", has_text="Answered: Wait, with your reply.").wait_for()
                 reply = answered(poll, polled)
