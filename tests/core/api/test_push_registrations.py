@@ -118,9 +118,8 @@ def test_with_web_push_off_only_the_web_apps_own_field_still_takes_a_subscriptio
         assert response.json()["error"]["details"]["supported"] == []
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # SQLite's trace callback counts
 def test_a_send_reads_every_devices_push_registrations_in_its_one_statement(core: Core) -> None:
-    if core.engine.dialect.name != "sqlite":
-        pytest.skip("counted with SQLite's trace callback")
     statements: list[str] = []
 
     def trace(dbapi_connection: Any, *_: object) -> None:
