@@ -23,6 +23,7 @@ import httpx2
 import checks
 from baselines import PHONE_NAME
 from core.domain.keys import generate_keypair
+from core.principal import CONNECTOR_SCOPES
 from devices import pair_confirm_request, phone_request
 from harness import BenchError, Server
 from http1 import REQUEST_TIMEOUT_S, exchange_once, http_request
@@ -32,14 +33,7 @@ MODERN = "2026-07-28"
 ERAS = (LEGACY, MODERN)
 LEGACY_VERSION = "2025-11-25"  # what the legacy handshake asks for
 TOOL = "list_devices"
-SCOPES = [
-    "notifications:send",
-    "devices:read",
-    "reminders:write",
-    "approvals:write",
-    "phone:control",
-    "files:send",
-]
+SCOPES = list(CONNECTOR_SCOPES)  # every scope a connector grant may hold
 REDIRECT_URI = "http://127.0.0.1:3030/callback"  # never listened on: the code is read from the redirect
 CLIENT_INFO = {"name": "relaybox-bench", "version": "1.0.0"}
 ACCEPT = {"Accept": "application/json, text/event-stream"}
