@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 import oauth.tables  # noqa: F401  (the authorization server's tables, on the shared metadata)
-from app.background import sweep_forever, wake_forever
+from app.background import callbacks_forever, sweep_forever, wake_forever
 from app.front import RelayboxApp
 from app.metrics import Metrics
 from connector.mcp_mount import MCP_PATH, mount_mcp
@@ -46,6 +46,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         async with core, mcp.lifespan(), anyio.create_task_group() as tasks:
             tasks.start_soon(sweep_forever, core)
             tasks.start_soon(wake_forever, core)
+            tasks.start_soon(callbacks_forever, core)
             yield
             tasks.cancel_scope.cancel()
 

@@ -1,4 +1,5 @@
-"""The application's background loops: the expiry sweep and the scheduled wake-ups."""
+"""The application's background loops: the expiry sweep, the scheduled wake-ups and the answer
+callbacks."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
 from core.runtime.tx import Tx
-from core.services import wake_ups
+from core.services import callback_delivery, callbacks, wake_ups
 from core.services.maintenance import sweep_expired
 from oauth.maintenance import sweep_oauth
 
 log = logging.getLogger("relaybox")
 SWEEP_INTERVAL_S = 60
 RETRY_S = 5.0  # after a failed round of wake-ups
-WAKE_CHECK_S = 60.0  # the waker looks again at least this often (a lost fan-out message costs this)
+WAKE_CHECK_S = 60.0  # a waker looks again at least this often (a lost fan-out message costs this)
 
 
 async def sweep_forever(core: Core) -> None:
@@ -31,31 +32,55 @@ async def sweep_forever(core: Core) -> None:
 
 
 async def wake_forever(core: Core) -> None:
-    """Send the scheduled wake-ups (web phones' reminders) as they fall due: sleep until the
-    earliest is due, or until one is scheduled (a fan-out message from any replica). Without the
-    fan-out (Redis down) it looks every ``RETRY_S`` until the subscription works again."""
+    """Send the scheduled wake-ups (web phones' reminders) as they fall due."""
+    await _when_due(
+        core, "scheduled wake-ups", wake_ups.WAKE_UPS_TOPIC, wake_ups.deliver_due, wake_ups.next_due_at
+    )
+
+
+async def callbacks_forever(core: Core) -> None:
+    """Send the answer callbacks as they fall due (an answer makes one due at once)."""
+    await _when_due(
+        core,
+        "answer callbacks",
+        callbacks.CALLBACKS_TOPIC,
+        callback_delivery.deliver_due,
+        callback_delivery.next_due_at,
+    )
+
+
+async def _when_due(
+    core: Core,
+    what: str,
+    topic: str,
+    deliver_due: Callable[[Core], Awaitable[int]],
+    next_due_at: Callable[[Tx, Principal], int | None],
+) -> None:
+    """Run ``deliver_due`` whenever something is due: sleep until the earliest is due, or until
+    something is scheduled (a fan-out message on ``topic`` from any replica). Without the fan-out
+    (Redis down) it looks every ``RETRY_S`` until the subscription works again."""
+
+    async def deliver() -> float:
+        """Send what is due; how long until the next is (at most ``WAKE_CHECK_S``)."""
+        try:
+            await deliver_due(core)
+            due = await core.run(next_due_at, Principal.system())
+        except Exception as error:
+            _log_failure(what, error)
+            return RETRY_S
+        return WAKE_CHECK_S if due is None else min(WAKE_CHECK_S, max(0.0, due - core.clock.now()))
+
     while True:
         try:
-            async with core.fanout.subscribe(wake_ups.WAKE_UPS_TOPIC) as scheduled:
+            async with core.fanout.subscribe(topic) as scheduled:
                 while True:
-                    wait_s = await _deliver_due(core)
+                    wait_s = await deliver()
                     with anyio.move_on_after(wait_s):
                         await scheduled.receive()
         except Exception as error:
-            _log_failure("scheduled wake-ups", error)
-            await _deliver_due(core)
+            _log_failure(what, error)
+            await deliver()
             await anyio.sleep(RETRY_S)
-
-
-async def _deliver_due(core: Core) -> float:
-    """Send what is due; how long until the next is (at most ``WAKE_CHECK_S``)."""
-    try:
-        await wake_ups.deliver_due(core)
-        due = await core.run(wake_ups.next_due_at, Principal.system())
-    except Exception as error:
-        _log_failure("scheduled wake-ups", error)
-        return RETRY_S
-    return WAKE_CHECK_S if due is None else min(WAKE_CHECK_S, max(0.0, due - core.clock.now()))
 
 
 async def _every(interval_s: float, what: str, *steps: Callable[[], Awaitable[object]]) -> None:

@@ -13,6 +13,8 @@ from core.adapters.push.base import WEB_PUSH, PushSender
 from core.adapters.push.router import PushRouter
 from core.adapters.storage.base import ObjectStore
 from core.adapters.storage.local import LocalObjectStore
+from core.adapters.webhooks.poster import WebhookPoster
+from core.adapters.webhooks.resolver import Resolver, SystemResolver
 from core.clock import Clock, SystemClock
 from core.principal import Principal
 from core.runtime.core import Core
@@ -30,10 +32,15 @@ SenderFactory = Callable[[Settings], PushSender | None]
 
 
 def build_core(
-    settings: Settings, *, clock: Clock | None = None, senders: Sequence[SenderFactory] | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    senders: Sequence[SenderFactory] | None = None,
+    resolver: Resolver | None = None,
 ) -> Core:
     """Assemble a Core for ``settings``; migrates the database when ``migrate_on_start`` is set.
-    ``senders``: the push senders' factories, ``PUSH_SENDERS`` unless given."""
+    ``senders``: the push senders' factories, ``PUSH_SENDERS`` unless given; ``resolver``: how
+    answer callbacks resolve their hosts, the system's resolver unless given."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.effective_database_url)
     if settings.migrate_on_start:
@@ -52,6 +59,11 @@ def build_core(
         fanout=_fanout(settings, limiter),
         push=push,
         objects=_objects(settings, keys),
+        webhooks=WebhookPoster(
+            resolver or SystemResolver(),
+            allow_private=settings.callbacks_allow_private,
+            ca_file=settings.callbacks_ca_file,
+        ),
     )
 
     async def forget_registration(device_id: str, service: str) -> None:

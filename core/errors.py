@@ -93,6 +93,12 @@ CATALOGUE: dict[str, ErrorSpec] = {
     ),
     "already_answered": ErrorSpec(409, "The first answer already won."),
     "interaction_expired": ErrorSpec(409, "The question expired before it was answered."),
+    "invalid_callback_url": ErrorSpec(
+        400, "callback_url must be an https URL (at most 2048 bytes) naming a host, no userinfo or fragment."
+    ),
+    "callback_url_not_allowed": ErrorSpec(
+        400, "callback_url names a private or loopback host, which this server does not call."
+    ),
     "too_many_pending": ErrorSpec(429, "The account already has 10 pending questions.", retry_after_s=30),
     "invalid_filename": ErrorSpec(400, "The filename is unsafe or its extension is not allowed."),
     "invalid_content": ErrorSpec(400, "The document content must not be empty."),

@@ -101,6 +101,15 @@ class Settings(BaseSettings):
         default=64 * 1024**2, ge=1, description="Per account: bytes of parked notification attachments"
     )
 
+    # Answer callbacks: a signed POST to a question's callback_url when it is answered or expires.
+    callbacks_allow_private: bool = Field(
+        default=False,
+        description="Let callback_url reach private, loopback and link-local addresses (tests, a LAN)",
+    )
+    callbacks_ca_file: Path | None = Field(
+        default=None, description="A PEM file of extra CAs that callback receivers' certificates may chain to"
+    )
+
     # File transfer: devices move encrypted chunks through presigned URLs. With no bucket the
     # server stores them itself under file_store_dir (default: data_dir/objects).
     file_store_dir: Path | None = Field(default=None, description="Embedded object store folder")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -49,6 +50,8 @@ def build_openapi(endpoints: list[Endpoint], *, server_url: str) -> dict[str, An
             wanted.append((endpoint.response, "serialization"))
         if endpoint.error_doc:
             wanted.append((endpoint.error_doc, "serialization"))
+        if "callback" in endpoint.extra:
+            wanted.append((endpoint.extra["callback"].body, "serialization"))
     refs, schema = models_json_schema(
         list(dict.fromkeys(wanted)), ref_template="#/components/schemas/{model}"
     )
@@ -82,6 +85,36 @@ def _path_schema(endpoint: Endpoint, name: str) -> dict[str, Any]:
     (``extra["path"][name]``, e.g. a pattern the handler enforces with a code of its own)."""
     narrowed: dict[str, Any] = endpoint.extra.get("path", {}).get(name, {})
     return {"type": "string", "maxLength": 128, **narrowed}
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A request the server makes to a URL the caller gave (``Endpoint.extra["callback"]``): the
+    body field naming the URL, the body POSTed, and the headers that come with it."""
+
+    url_field: str
+    body: type[BaseModel]
+    summary: str
+    description: str
+    headers: dict[str, str]  # name → description
+
+
+def _callbacks(callback: Callback, refs: Mapping[tuple[Any, JsonSchemaMode], Any]) -> dict[str, Any]:
+    headers = [
+        {"name": name, "in": "header", "required": True, "schema": {"type": "string"}, "description": text}
+        for name, text in callback.headers.items()
+    ]
+    post = {
+        "summary": callback.summary,
+        "description": callback.description,
+        "parameters": headers,
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": refs[(callback.body, "serialization")]}},
+        },
+        "responses": {"2XX": {"description": "Delivered; any other answer is a failed attempt"}},
+    }
+    return {callback.url_field: {f"{{$request.body#/{callback.url_field}}}": {"post": post}}}
 
 
 def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any]) -> dict[str, Any]:
@@ -123,6 +156,9 @@ def _operation(endpoint: Endpoint, refs: Mapping[tuple[Any, JsonSchemaMode], Any
             "required": True,
             "content": {endpoint.extra["request_content_type"]: {"schema": raw}},
         }
+
+    if "callback" in endpoint.extra:
+        operation["callbacks"] = _callbacks(endpoint.extra["callback"], refs)
 
     responses: dict[str, Any] = {}
     success: dict[str, Any] = {"description": endpoint.summary}

@@ -7,9 +7,19 @@ import re
 from pydantic import BaseModel
 from starlette.responses import Response
 
+from core.api.openapi import Callback
 from core.api.routing import Call, Endpoint, until_disconnected
+from core.domain import webhooks
 from core.errors import RelayError
-from core.services import documents, interaction_models, interactions, reminders, ring, typed_replies
+from core.services import (
+    callback_delivery,
+    documents,
+    interaction_models,
+    interactions,
+    reminders,
+    ring,
+    typed_replies,
+)
 from core.services.auth import Accept
 from core.settings import Settings
 
@@ -21,7 +31,37 @@ CREATE_DESCRIPTION = (
     f"(default {typed_replies.TEXT_DEFAULT_MAX_CHARS}, at most {typed_replies.TEXT_MAX_CHARS}) "
     "beside its choice, say a reason for a denial; with `choices: []` as well, the typed reply is the "
     "whole answer. The text travels sealed to the server's key and is handed to the first read after "
-    "the answer, then forgotten."
+    "the answer, then forgotten.\n\n"
+    "With `callback_url` (https), the server POSTs the interaction there once it is answered or "
+    "expires, signed with the `callback_secret` of the create response (Standard Webhooks), and "
+    "retries a failure with backoff; GET shows the delivery under `callback`. For a caller that "
+    "cannot hold a long poll (CI, cron, serverless); docs/protocol.md says how to verify it."
+)
+
+
+def _duration(seconds: int) -> str:
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+CALLBACK = Callback(
+    "callback_url",
+    interaction_models.CallbackEvent,
+    "The question was answered or expired",
+    "Sent to `callback_url` once the question is answered or expires; a failed attempt is retried "
+    f"after {', '.join(_duration(s) for s in callback_delivery.RETRY_AFTER_S)} until a 2xx (410 stops "
+    "it). Redirects are not followed. "
+    "Verify the signature over the raw body and refuse a `webhook-timestamp` more than "
+    f"{webhooks.TOLERANCE_S} s away from your clock; `webhook-id` is the same on every retry of an "
+    "event, so it can tell a repeat.",
+    {
+        "webhook-id": "The event's id (evt_…), the same on each of its retries",
+        "webhook-timestamp": "This attempt's time, Unix epoch seconds",
+        "webhook-signature": "v1, and the standard base64 of HMAC-SHA256(key, "
+        "'{webhook-id}.{webhook-timestamp}.{body}'), the key being callback_secret's base64 after whsec_",
+    },
 )
 
 
@@ -135,10 +175,13 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             body=interaction_models.InteractionCreate,
             response=interaction_models.InteractionOut,
             status=201,
-            errors=("too_many_pending", *GATED),
+            errors=("too_many_pending", "invalid_callback_url", "callback_url_not_allowed", *GATED),
             tag="phone",
             description=CREATE_DESCRIPTION,
-            extra={"also": {200: "A duplicate: the existing interaction, no second prompt"}},
+            extra={
+                "also": {200: "A duplicate: the existing interaction, no second prompt"},
+                "callback": CALLBACK,
+            },
         ),
         Endpoint(
             "GET",
@@ -148,7 +191,8 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             auth=CALLERS,
             response=interaction_models.InteractionOut,
             description="The first read after the answer carries the phone's typed reply (`text`), "
-            "which the server then forgets: later reads say `text_already_read`.",
+            "which the server then forgets: later reads say `text_already_read`. A question asked "
+            "with `callback_url` shows how its delivery stands under `callback`.",
             errors=("not_found", "invalid_wait"),
             tag="phone",
             extra={"query": [WAIT]},

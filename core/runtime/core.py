@@ -19,6 +19,7 @@ from core.adapters.fanout.base import Fanout
 from core.adapters.limits.base import RateLimiter
 from core.adapters.push.router import PushRouter
 from core.adapters.storage.base import ObjectStore
+from core.adapters.webhooks.poster import WebhookPoster
 from core.availability import DOWN_AS_UNAVAILABLE
 from core.clock import Clock
 from core.credentials import CredentialCache
@@ -57,6 +58,7 @@ class Core:
         fanout: Fanout,
         push: PushRouter,
         objects: ObjectStore,
+        webhooks: WebhookPoster,
     ) -> None:
         self.settings = settings
         self.engine = engine
@@ -66,6 +68,7 @@ class Core:
         self.fanout = fanout
         self.push = push
         self.objects = objects
+        self.webhooks = webhooks  # answer callbacks' POSTs (core.services.callback_delivery)
         self.credentials = CredentialCache(clock)  # verified credentials; serves while running
         self.presence = Presence(fanout)
         self.waits = Waits()

@@ -8,11 +8,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
+from core.domain.webhooks import MAX_URL_BYTES
 from core.services.limits import Limited
 from core.services.relay import BLOB_SCHEMA
 from core.services.typed_replies import TEXT_DEFAULT_MAX_CHARS, TEXT_MAX_CHARS
 
 Status = Literal["pending", "answered", "expired"]
+CallbackState = Literal["pending", "delivered", "failed"]
 Choice = Annotated[str, StringConstraints(min_length=1, max_length=48)]
 # What no property alone can say: 2-4 choices, or none when a typed reply is allowed (it is then the
 # whole answer); text_max_chars only with allow_text.
@@ -56,6 +58,14 @@ class InteractionCreate(BaseModel):
     )
     expires_in_seconds: StrictInt = Field(default=600, ge=60, le=86_400)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=128)
+    callback_url: str | None = Field(
+        default=None,
+        description="An https URL told of the answer or the expiry by a signed POST (Standard Webhooks; "
+        "docs/protocol.md), for a caller that cannot wait: CI, cron, serverless. Its host must be public "
+        "unless the server allows private targets",
+        # Checked by the operation, for the codes invalid_callback_url and callback_url_not_allowed.
+        json_schema_extra={"maxLength": MAX_URL_BYTES, "pattern": "^https://[!-~]+$"},
+    )
 
     @model_validator(mode="after")
     def _reply_shape(self) -> InteractionCreate:
@@ -69,6 +79,17 @@ class InteractionCreate(BaseModel):
     def text_limit(self) -> int | None:
         """The typed reply's limit, or None when the question takes none."""
         return self.text_max_chars if self.allow_text else None
+
+
+class CallbackStatus(BaseModel):
+    state: CallbackState = Field(description="delivered on a 2xx; failed once the retries ran out")
+    attempts: int
+    last_error: str | None = Field(
+        default=None,
+        description="Why the last attempt failed: address_not_allowed, dns_failed, timeout, connect_failed, "
+        "tls_failed, redirect_not_followed, http_error or gone",
+    )
+    last_status: int | None = Field(default=None, description="The receiver's last HTTP status")
 
 
 class InteractionOut(Limited):
@@ -86,6 +107,26 @@ class InteractionOut(Limited):
         default=None, description="True when an earlier read took the typed reply (it is gone)"
     )
     text_waiting: bool = Field(default=False, exclude=True)  # a typed reply waits for its first read
+    callback_secret: str | None = Field(
+        default=None,
+        description="With callback_url, on the create response only (201, and the duplicate's 200): the "
+        "whsec_ secret that signs this question's callbacks",
+    )
+    callback: CallbackStatus | None = Field(
+        default=None, description="With callback_url, on reads: how the callback's delivery stands"
+    )
+
+
+class CallbackEvent(BaseModel):
+    """The body POSTed to a callback_url, signed with the webhook-id, webhook-timestamp and
+    webhook-signature headers (Standard Webhooks)."""
+
+    type: Literal["interaction.answered", "interaction.expired"]
+    timestamp: str = Field(description="When it was answered or expired, ISO 8601 in UTC")
+    data: InteractionOut = Field(
+        description="The interaction as GET returns it (without callback); the typed reply's text is in "
+        "it unless a read took it first, and a 2xx to this POST is its first read"
+    )
 
 
 class Answer(BaseModel):

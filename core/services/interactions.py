@@ -4,7 +4,8 @@ alone; the first answer wins.
 The question and choices exist only in memory and inside the envelope to the phone. The server
 keeps a keyed digest (to recognise a duplicate request until the interaction expires, even after
 an answer), the number of choices, the answer's index and time, and a typed reply sealed until the
-caller's first read takes it (``core.services.typed_replies``). The wire models live in
+caller's first read takes it (``core.services.typed_replies``); with a ``callback_url``, the
+state of its callback (``core.services.callbacks``). The wire models live in
 ``core.services.interaction_models`` and are re-exported here with the operations.
 """
 
@@ -26,13 +27,14 @@ from core.runtime.core import Core
 from core.runtime.events import Published
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
+from core.services import callbacks
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import send_server_message
 from core.services.devices import own_device
 from core.services.interaction_models import Answer as Answer
+from core.services.interaction_models import CallbackStatus, Status
 from core.services.interaction_models import InteractionCreate as InteractionCreate
 from core.services.interaction_models import InteractionOut as InteractionOut
-from core.services.interaction_models import Status
 from core.services.limits import charge_send_class
 from core.services.typed_replies import check_answer, take_text
 from core.store.tables import Account, Interaction
@@ -51,8 +53,11 @@ def answered_topic(interaction_id: str) -> str:
 def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate, ip: str) -> InteractionOut:
     """Ask the phone; a duplicate (same key, or same question and choices from the same caller)
     within the interaction's lifetime returns the existing one (handing over a typed reply nobody
-    read yet) and sends no second prompt."""
+    read yet, and the secret of the callback it was first asked with) and sends no second prompt."""
     principal.require_scope(SCOPE_APPROVALS_WRITE)
+    callback_url = (
+        None if body.callback_url is None else callbacks.checked_url(tx.settings, body.callback_url)
+    )
     # One creator at a time per account (a row lock on PostgreSQL): the duplicate check and the
     # pending cap then hold under concurrent requests.
     tx.session.exec(select(Account).where(col(Account.account_id) == principal.account_id).with_for_update())
@@ -66,7 +71,12 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
         )
     ).first()
     if existing is not None:
-        return _out(existing, now, created=False, text=take_text(tx, existing))
+        out = interaction_out(existing, now, created=False, text=take_text(tx, existing))
+        if callbacks.status_of(tx, existing.interaction_id) is None:
+            return out
+        return out.model_copy(
+            update={"callback_secret": callbacks.secret_text(tx.keys, existing.interaction_id)}
+        )
     phone = account_phone(tx, principal.account_id)
     gate(tx, phone, Feature.INTERACTIONS)
     if body.allow_text:
@@ -94,6 +104,10 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
         text_max_chars=body.text_limit,
     )
     tx.session.add(row)
+    secret = None
+    if callback_url is not None:
+        callbacks.schedule(tx, row, callback_url)
+        secret = callbacks.secret_text(tx.keys, row.interaction_id)
     prompt = payloads.interaction_request(
         interaction_id=row.interaction_id,
         question=body.question,
@@ -110,20 +124,26 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
         ttl_s=body.expires_in_seconds,
         high_priority=True,
     )
-    return _out(row, now, created=True).model_copy(update={"rate_limit": rate_limit})
+    return interaction_out(row, now, created=True).model_copy(
+        update={"rate_limit": rate_limit, "callback_secret": secret}
+    )
 
 
 @read_only
 def get_interaction(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
     """The interaction's state; 404 for an unknown id or another principal's. A typed reply stays
     waiting (``text_waiting``): ``take_interaction_text`` hands it over."""
-    return _out(_owned(tx, principal, interaction_id), tx.now(), created=False)
+    row = _owned(tx, principal, interaction_id)
+    return interaction_out(row, tx.now(), created=False, callback=callbacks.status_of(tx, interaction_id))
 
 
 def take_interaction_text(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
     """The interaction's state with its typed reply, which this read takes: no later read has it."""
     row = _owned(tx, principal, interaction_id)
-    return _out(row, tx.now(), created=False, text=take_text(tx, row))
+    text = take_text(tx, row)
+    return interaction_out(
+        row, tx.now(), created=False, text=text, callback=callbacks.status_of(tx, interaction_id)
+    )
 
 
 async def poll_interaction(
@@ -186,8 +206,9 @@ def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, bod
         tx.session.refresh(row)
         raise RelayError("already_answered" if row.answered_at is not None else "interaction_expired")
     tx.session.refresh(row)
+    callbacks.on_answered(tx, interaction_id)
     tx.emit(Published(answered_topic(interaction_id), "answered"))
-    return _out(row, now, created=False)
+    return interaction_out(row, now, created=False)
 
 
 def _owned(tx: Tx, principal: Principal, interaction_id: str) -> Interaction:
@@ -208,7 +229,15 @@ def _dedupe_digest(tx: Tx, principal: Principal, body: InteractionCreate) -> str
     return hmac.new(key, principal.owner_key.encode() + b"\x00" + material, hashlib.sha256).hexdigest()
 
 
-def _out(row: Interaction, now: int, *, created: bool, text: str | None = None) -> InteractionOut:
+def interaction_out(
+    row: Interaction,
+    now: int,
+    *,
+    created: bool,
+    text: str | None = None,
+    callback: CallbackStatus | None = None,
+) -> InteractionOut:
+    """The interaction as the caller sees it: ``text`` is a typed reply this read took."""
     status: Status = "pending"
     if row.answered_at is not None:
         status = "answered"
@@ -224,4 +253,5 @@ def _out(row: Interaction, now: int, *, created: bool, text: str | None = None) 
         text=text,
         text_already_read=True if text is None and row.text_read_at is not None else None,
         text_waiting=text is None and row.answer_text is not None,
+        callback=callback,
     )

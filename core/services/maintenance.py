@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pydantic import BaseModel
-from sqlalchemy import delete
+from sqlalchemy import Exists, delete, exists, or_
 from sqlmodel import col
 
 from core.errors import RelayError
@@ -15,6 +15,7 @@ from core.store.tables import (
     ConnectorGrant,
     ConsentSession,
     Interaction,
+    InteractionCallback,
     PairingCode,
     PairResult,
     ParkedAttachment,
@@ -25,6 +26,9 @@ from core.store.tables import (
 )
 
 EXPIRED_CODE_GRACE_S = 3600
+INTERACTION_GRACE_S = 86_400  # an expired question is kept this long (a late poll hears "expired")
+# A question whose callback is still being tried is kept past that, but never longer than this.
+CALLBACK_GRACE_S = 7 * 86_400
 
 
 class SweepOut(BaseModel):
@@ -33,7 +37,8 @@ class SweepOut(BaseModel):
 
 def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
     """Remove expired pairing codes and results, consent sessions, queued envelopes, registration
-    challenges, parked documents and attachments, file transfers (with their objects), and
+    challenges, parked documents and attachments, questions (with their callbacks, once these are
+    done), file transfers (with their objects), and
     revocation audit rows (sender tokens, connector grants with their tokens) older than the
     retention (30 days by default)."""
     if principal.kind is not PrincipalKind.SYSTEM:
@@ -52,8 +57,13 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
         ),
         "parked_documents": delete(ParkedDocument).where(col(ParkedDocument.expires_at) <= now),
         "parked_attachments": delete(ParkedAttachment).where(col(ParkedAttachment.expires_at) <= now),
-        # Kept a day past expiry so a caller polling late still hears "expired", not "not found".
-        "interactions": delete(Interaction).where(col(Interaction.expires_at) <= now - 86_400),
+        # Kept a day past expiry so a caller polling late still hears "expired", not "not found";
+        # longer while its callback is still being tried (each attempt reads it). Callbacks go with
+        # their questions (ON DELETE CASCADE).
+        "interactions": delete(Interaction).where(
+            col(Interaction.expires_at) <= now - INTERACTION_GRACE_S,
+            or_(~_callback_pending(), col(Interaction.expires_at) <= now - CALLBACK_GRACE_S),
+        ),
         "revoked_tokens": delete(SenderToken).where(
             col(SenderToken.revoked_at) <= now - tx.settings.revoked_token_retention_s
         ),
@@ -67,3 +77,10 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
     }
     removed["file_transfers"] = expire_transfers(tx)  # their objects are deleted after commit
     return SweepOut(removed=removed)
+
+
+def _callback_pending() -> Exists:
+    return exists().where(
+        col(InteractionCallback.interaction_id) == col(Interaction.interaction_id),
+        col(InteractionCallback.due_at).is_not(None),
+    )

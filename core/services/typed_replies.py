@@ -7,8 +7,10 @@ question (so the phone, not the caller, hears that it is too long); and when the
 read takes it. In between it waits in ``interactions.answer_text`` sealed at rest with a key
 derived from the server key and the question's id (NaCl secretbox); the read that takes it clears
 the column and sets ``text_read_at`` in the same statement, so it is handed over once, on whichever
-replica reads first, and a later read sees only that it was. An unread text goes with its
-interaction a day after the question's expiry (``core.services.maintenance``). Nothing logs it.
+replica reads first, and a later read sees only that it was. An answer callback
+(``core.services.callback_delivery``) is such a read too, but one that takes the text only once the
+receiver answered 2xx. An unread text goes with its interaction a day after the question's expiry
+(``core.services.maintenance``). Nothing logs it.
 docs/protocol.md ("Typed replies") says why it is kept this way.
 """
 
@@ -65,20 +67,32 @@ def take_text(tx: Tx, row: Interaction) -> str | None:
     sealed = row.answer_text
     if sealed is None:
         return None
-    now = tx.now()
-    taken = tx.session.execute(
-        update(Interaction)
-        .where(
-            col(Interaction.interaction_id) == row.interaction_id,
-            col(Interaction.answer_text).is_not(None),
-        )
-        .values(answer_text=None, text_read_at=now)
-    )
-    if getattr(taken, "rowcount", 0) != 1:
+    if not mark_text_read(tx, row.interaction_id):
         tx.session.refresh(row)  # another read took it: this one says so
         return None
+    return _open(tx.keys, row.interaction_id, sealed)
+
+
+def waiting_text(keys: ServerKeys, row: Interaction) -> str | None:
+    """The waiting text of ``row``, left waiting: for an answer callback, whose delivery takes it
+    only once the receiver acknowledged it (``mark_text_read``)."""
+    return None if row.answer_text is None else _open(keys, row.interaction_id, row.answer_text)
+
+
+def mark_text_read(tx: Tx, interaction_id: str) -> bool:
+    """Clear the waiting text and record that it was read; False when there was none (another
+    read took it first)."""
+    taken = tx.session.execute(
+        update(Interaction)
+        .where(col(Interaction.interaction_id) == interaction_id, col(Interaction.answer_text).is_not(None))
+        .values(answer_text=None, text_read_at=tx.now())
+    )
+    return getattr(taken, "rowcount", 0) == 1
+
+
+def _open(keys: ServerKeys, interaction_id: str, sealed: bytes) -> str | None:
     try:
-        return _box(tx.keys, row.interaction_id).decrypt(sealed).decode("utf-8")
+        return _box(keys, interaction_id).decrypt(sealed).decode("utf-8")
     except nacl.exceptions.CryptoError:
         return None  # sealed under another server key (it was replaced): it is gone either way
 

@@ -180,6 +180,31 @@ class Interaction(SQLModel, table=True):
     text_read_at: int | None = None
 
 
+class InteractionCallback(SQLModel, table=True):
+    """A question's answer callback (``core.services.callbacks``): the caller's https URL and the
+    event it will be told of, ``expired`` until the answer makes it ``answered``. ``due_at`` is when
+    its next attempt may start (NULL once delivered or given up); a replica claims an attempt by
+    moving it a lease ahead under a fresh ``claim``. Neither the body sent nor its signing secret is
+    kept: each attempt builds them from the interaction and the server key."""
+
+    __tablename__ = "interaction_callbacks"
+
+    interaction_id: str = Field(
+        primary_key=True, foreign_key="interactions.interaction_id", ondelete="CASCADE", max_length=40
+    )
+    account_id: str = Field(max_length=36)
+    url: str = Field(max_length=2048)
+    event: str = Field(max_length=16)  # expired | answered
+    webhook_id: str = Field(max_length=40)  # the event's webhook-id, the same on every retry
+    due_at: int | None = Field(default=None, index=True)
+    claim: str | None = Field(default=None, max_length=40)
+    attempts: int = 0
+    last_status: int | None = None  # the receiver's last HTTP status
+    last_error: str | None = Field(default=None, max_length=32)
+    delivered_at: int | None = None
+    failed_at: int | None = None  # retries ran out
+
+
 class ParkedDocument(SQLModel, table=True):
     """A document for the phone, as ciphertext only (filename and content are inside), until pulled."""
 
