@@ -28,6 +28,7 @@ from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from app.assembly import create_app
+from core.adapters.webhooks.resolver import StaticResolver
 from core.api import endpoints
 from core.api.routing import Endpoint
 from core.bootstrap import build_core
@@ -160,7 +161,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
         **SERVER,
         **LIMITS_RAISED,
     )
-    core = build_core(settings, clock=ManualClock())
+    # Fuzzed callback URLs name made-up hosts: they resolve through a table of none, never the DNS.
+    core = build_core(settings, clock=ManualClock(), resolver=StaticResolver({}))
     try:
         with (
             serve_in_thread(create_app(core=core)) as url,
@@ -231,6 +233,8 @@ SEMANTIC_REFUSALS = {
     "answer_interaction:text_not_allowed": "only a question asked with allow_text takes a typed reply",
     "answer_interaction:text_too_long": "the question's own text_max_chars, counted once the text is opened",
     "answer_interaction:invalid_text": "a text sealed by this phone to the server's key for this question",
+    "create_interaction:invalid_callback_url": "a URL's whole grammar (a host, no userinfo or fragment)",
+    "create_interaction:callback_url_not_allowed": "a private or loopback host, unless allowed",
     "pair_confirm:invalid_public_key": "must be the key this phone registered (its shape is documented)",
     "post_envelope:invalid_blob": "the envelope's first byte must be the wire version",
     "invalid_chunk_layout": "chunk_size against size and the server's chunk limits",

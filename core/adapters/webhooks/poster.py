@@ -19,7 +19,7 @@ import anyio
 import httpx
 
 from core.adapters.webhooks.resolver import Resolver
-from core.domain.webhooks import address_allowed, parse_address
+from core.domain.webhooks import IPAddress, address_allowed, parse_address
 
 USER_AGENT = "relaybox-callbacks/1"
 GONE = 410  # the receiver wants no more (Standard Webhooks): no retry
@@ -61,17 +61,25 @@ class WebhookPoster:
         except TimeoutError:
             return Outcome("timeout")
 
-    async def _post(self, url: str, headers: dict[str, str], body: bytes) -> Outcome:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or 443
+    async def vetted_address(self, host: str, port: int) -> IPAddress | Outcome:
+        """The address to connect to for ``host``: the first it resolves to, if every one of them
+        may be reached (one private address among public ones refuses the name)."""
         try:
             addresses = [parse_address(text) for text in await self.resolver.addresses(host, port)]
         except (OSError, ValueError):  # no address, or not one
             return Outcome("dns_failed")
         if not addresses or not all(address_allowed(a, allow_private=self.allow_private) for a in addresses):
             return Outcome("address_not_allowed")
-        pinned = f"[{addresses[0]}]" if addresses[0].version == 6 else str(addresses[0])
+        return addresses[0]
+
+    async def _post(self, url: str, headers: dict[str, str], body: bytes) -> Outcome:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or 443
+        address = await self.vetted_address(host, port)
+        if isinstance(address, Outcome):
+            return address
+        pinned = f"[{address}]" if address.version == 6 else str(address)
         target = f"https://{pinned}:{port}{parts.path or '/'}" + (f"?{parts.query}" if parts.query else "")
         sent = {**headers, "Host": parts.netloc, "User-Agent": USER_AGENT, "Content-Type": "application/json"}
         try:
