@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from core.services.interaction_models import InteractionOut
+from core.services.interaction_models import CallbackStatus, InteractionOut
 
 
 class Delivered(BaseModel):
@@ -65,11 +65,18 @@ class Reply(BaseModel):
     text_already_read: bool | None = Field(
         default=None, description="True when an earlier result already gave the typed reply (it is gone)"
     )
+    callback: CallbackStatus | None = Field(
+        default=None, description="With callback_url: whether the POST to it got through yet"
+    )
 
 
 class ApprovalRequested(Reply):
     request_id: str = Field(description="Pass it to check_reply")
     created: bool = Field(description="False when an identical request was already open: no second prompt")
+    callback_secret: str | None = Field(
+        default=None,
+        description="With callback_url: the whsec_ secret the receiving system verifies the POST with",
+    )
 
 
 def reply_fields(out: InteractionOut) -> dict[str, Any]:
@@ -81,6 +88,7 @@ def reply_fields(out: InteractionOut) -> dict[str, Any]:
         "answered_at": out.answered_at,
         "text": out.text,
         "text_already_read": out.text_already_read,
+        "callback": out.callback,
     }
 
 

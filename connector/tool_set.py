@@ -159,6 +159,10 @@ async def request_approval(
     expires_in_seconds: Annotated[int, Field(ge=60, le=86_400)] = 600,
     idempotency_key: Annotated[str | None, Field(description="Reuse to avoid a second prompt")] = None,
     wait_seconds: Annotated[int, Field(ge=0, le=interactions.WAIT_MAX_S, description="Wait for the tap")] = 0,
+    callback_url: Annotated[
+        str | None,
+        Field(description="Only an https URL of the user's own system that must hear the answer"),
+    ] = None,
 ) -> outputs.ApprovalRequested:
     """Ask the user a question on their phone with 2-4 buttons (default Approve / Deny), and
     optionally let them type a reply.
@@ -172,6 +176,11 @@ async def request_approval(
     Returns at once with a request_id (call check_reply with it), or, with wait_seconds, waits
     for the answer up to that long while reporting progress. Asking the same thing again while
     it is open returns the same request (created = false) and does not prompt twice.
+
+    Set callback_url only when the user asks for their own system (a CI job, a webhook receiver
+    they name) to be told of the answer: the server POSTs it there when they answer or the
+    question expires, signed with the returned callback_secret, which that system needs to
+    verify it. Otherwise leave it out, and wait with wait_seconds or check_reply.
     """
     asked: dict[str, Any] = {"choices": choices} if choices or (allow_text and choices == []) else {}
     if text_max_chars is not None:
@@ -181,9 +190,11 @@ async def request_approval(
         allow_text=allow_text,
         expires_in_seconds=expires_in_seconds,
         idempotency_key=idempotency_key,
+        callback_url=callback_url,
         **asked,
     )
     out = await call.core.run(interactions.create_interaction, call.principal, body=body, ip=call.ip)
+    callback_secret = out.callback_secret
     # The core's long poll waits, in steps short enough to report progress between them.
     waited = 0
     while out.status == "pending" and waited < wait_seconds:
@@ -194,7 +205,9 @@ async def request_approval(
         )
         out = polled.model_copy(update={"created": out.created})
         waited += step
-    return outputs.ApprovalRequested(request_id=out.id, created=out.created, **outputs.reply_fields(out))
+    return outputs.ApprovalRequested(
+        request_id=out.id, created=out.created, callback_secret=callback_secret, **outputs.reply_fields(out)
+    )
 
 
 async def check_reply(

@@ -1,0 +1,139 @@
+"""Answer callbacks through the mcp SDK's own client: request_approval takes callback_url (and tells
+the model to use it only for the user's own system), returns the callback_secret, and the answer
+is POSTed to a real HTTPS receiver on loopback, signed (verified with the standardwebhooks
+package); check_reply shows the delivery; a URL the server refuses is a tool error with its code."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+
+from app.assembly import create_app
+from connector.mcp_server import build_mcp
+from core.adapters.webhooks.resolver import StaticResolver
+from core.bootstrap import build_core
+from core.clock import ManualClock
+from core.domain.keys import generate_keypair
+from core.principal import CONNECTOR_SCOPES, Principal
+from core.runtime.core import Core
+from core.services import callback_delivery
+from core.settings import Settings
+from tests.fakes.webhook_receiver import HOST_NAME, WebhookReceiver
+from tests.helpers import FakeDevice, b64
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[WebhookReceiver]:
+    with WebhookReceiver(tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def core(settings: Settings, receiver: WebhookReceiver) -> Iterator[Core]:
+    allowed = settings.model_copy(
+        update={"callbacks_allow_private": True, "callbacks_ca_file": receiver.ca_file}
+    )
+    clock = ManualClock(float(int(time.time())))  # standardwebhooks checks timestamps against the real time
+    built = build_core(allowed, clock=clock, resolver=StaticResolver({HOST_NAME: ["127.0.0.1"]}))
+    yield built
+    built.engine.dispose()
+
+
+@pytest.fixture
+async def rest(core: Core) -> AsyncIterator[httpx.AsyncClient]:
+    """The REST API the phone answers through, in this test's event loop."""
+    transport = httpx.ASGITransport(app=create_app(core=core))
+    async with core, httpx.AsyncClient(transport=transport, base_url="http://relaybox.test") as client:
+        yield client
+
+
+@pytest.fixture
+async def phone(rest: httpx.AsyncClient) -> FakeDevice:
+    secret, public = generate_keypair()
+    body = (await rest.post("/v1/devices", json={"public_key": b64(public), "app_build": 1})).json()
+    return FakeDevice(body["device_id"], body["device_token"], secret, public, body["account_id"])
+
+
+@pytest.fixture
+async def assistant(core: Core, phone: FakeDevice) -> AsyncIterator[Client]:
+    grant = Principal.connector_grant(
+        account_id=phone.account_id,
+        client_id="client-1",
+        grant_id="grant-1",
+        scopes=frozenset(CONNECTOR_SCOPES),
+    )
+    async with Client(build_mcp(core, lambda: grant)) as session:
+        yield session
+
+
+async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error is False and result.structured_content is not None, result
+    return dict(result.structured_content)
+
+
+async def test_the_tool_offers_callback_url_and_tells_the_model_when(assistant: Client) -> None:
+    tools = {tool.name: tool for tool in (await assistant.list_tools()).tools}
+    approval = tools["request_approval"]
+    assert "callback_url" in approval.input_schema["properties"]
+    assert "callback_url" not in approval.input_schema.get("required", [])
+    description = " ".join((approval.description or "").split())
+    assert "Set callback_url only when the user asks for their own system" in description
+    assert "Otherwise leave it out, and wait with wait_seconds or check_reply" in description
+    assert approval.output_schema is not None
+    assert "callback_secret" in approval.output_schema["properties"]
+    reply = tools["check_reply"].output_schema
+    assert reply is not None and "callback" in reply["properties"]
+
+
+async def test_the_answer_is_posted_to_the_callback_url_and_check_reply_shows_it(
+    assistant: Client, rest: httpx.AsyncClient, core: Core, phone: FakeDevice, receiver: WebhookReceiver
+) -> None:
+    asked = await structured(
+        assistant,
+        "request_approval",
+        {"question": "Merge the release branch?", "callback_url": receiver.url()},
+    )
+    secret = asked["callback_secret"]
+    assert secret.startswith("whsec_") and asked["status"] == "pending"
+    request_id = asked["request_id"]
+    answered = await rest.post(
+        f"/v1/interactions/{request_id}/answer", json={"choice_index": 0}, headers=phone.auth
+    )
+    assert answered.status_code == 200, answered.text
+    assert await callback_delivery.deliver_due(core) == 1
+    (delivery,) = receiver.to("/hook")
+    event = delivery.verified(secret)
+    assert (event["type"], event["data"]["id"], event["data"]["choice_index"]) == (
+        "interaction.answered",
+        request_id,
+        0,
+    )
+    reply = await structured(assistant, "check_reply", {"request_id": request_id, "wait_seconds": 0})
+    delivered = {"state": "delivered", "attempts": 1, "last_error": None, "last_status": 200}
+    assert reply["callback"] == delivered
+    assert "callback_secret" not in reply
+
+
+async def test_a_refused_callback_url_is_a_tool_error_with_its_code(
+    assistant: Client, core: Core, receiver: WebhookReceiver
+) -> None:
+    arguments = {"question": "Deploy?", "callback_url": "http://hooks.test/hook"}
+    result = await assistant.call_tool("request_approval", arguments)
+    assert result.is_error is True
+    assert result.content[0].text.startswith("invalid_callback_url")  # type: ignore[union-attr]
+    assert await callback_delivery.deliver_due(core) == 0
+    assert receiver.received == []
