@@ -6,7 +6,7 @@ package); check_reply shows the delivery; a URL the server refuses is a tool err
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,16 @@ async def assistant(core: Core, phone: FakeDevice) -> AsyncIterator[Client]:
         yield session
 
 
+def readme_receiver() -> Callable[[str, dict[str, str], bytes], dict[str, Any]]:
+    """The example receiver in the README, as written there."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("<!-- callback receiver:", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102  (the project's own README)
+    verify: Callable[[str, dict[str, str], bytes], dict[str, Any]] = scope["verified_event"]
+    return verify
+
+
 async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     assert result.is_error is False and result.structured_content is not None, result
@@ -117,6 +127,9 @@ async def test_the_answer_is_posted_to_the_callback_url_and_check_reply_shows_it
     assert await callback_delivery.deliver_due(core) == 1
     (delivery,) = receiver.to("/hook")
     event = delivery.verified(secret)
+    assert readme_receiver()(secret, delivery.headers, delivery.body) == event
+    with pytest.raises(ValueError, match="bad signature"):
+        readme_receiver()(secret, delivery.headers, delivery.body + b" ")
     assert (event["type"], event["data"]["id"], event["data"]["choice_index"]) == (
         "interaction.answered",
         request_id,
