@@ -76,6 +76,17 @@ async def test_every_tool_reaches_the_virtual_phone(
         sent = await client.call_tool("send_notification", {"message": "the build is green", "title": "CI"})
         assert not sent.is_error, sent
         await wait_line(phone, re.compile(r"notification: CI .* the build is green"))
+        progress = {"message": "deploy 2/2", "sequence_id": "deploy-7", "tags": ["rocket"]}
+        for message in ("deploy 1/2", "deploy 2/2"):
+            stepped = await client.call_tool("send_notification", progress | {"message": message})
+            assert (
+                stepped.structured_content is not None
+                and stepped.structured_content["sequence_id"] == "deploy-7"
+            )
+        await wait_line(phone, re.compile(r"notification \(replaces deploy-7\): 🚀 deploy 2/2$"))
+        cleared = await client.call_tool("clear_notification", {"sequence_id": "deploy-7"})
+        assert not cleared.is_error, cleared
+        await wait_line(phone, re.compile(r"notification cleared: deploy-7$"))
 
         at = int(time.time()) + 3
         armed = await client.call_tool("remind_me", {"message": "stretch your legs", "at": at})
