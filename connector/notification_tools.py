@@ -124,5 +124,5 @@ async def clear_notification(
         ip=call.ip,
     )
     return outputs.NotificationCleared(
-        sequence_id=out.sequence_id, delivered_to=outputs.delivered(out.delivered_to)
+        sequence_id=out.sequence_id, delivered_to=outputs.delivered(out.delivered_to), warnings=out.warnings
     )

@@ -34,6 +34,7 @@ class NotificationSent(BaseModel):
 class NotificationCleared(BaseModel):
     sequence_id: str
     delivered_to: list[Delivered] = Field(description="The devices told to remove it")
+    warnings: list[str] = Field(description="Device names that matched nothing")
 
 
 class DeviceInfo(BaseModel):

@@ -28,6 +28,7 @@ from core.services.send import AccountDevice, DeliveredTo, delivered_to, field_e
 class ClearOut(Limited):
     sequence_id: str = Field(description="The sequence cleared (a send's sequence_id, else its id)")
     delivered_to: list[DeliveredTo] = Field(description="The devices told to take it away")
+    warnings: list[str] = Field(description="Device names that matched nothing, as a send says them")
 
 
 @group_commit
@@ -41,7 +42,7 @@ def clear_notification(
     with field_error():
         checked = required_sequence_id(sequence_id)
         selectors = parse_device_selector(device)
-    devices, _warnings = resolve_targets(tx, principal.account_id, selectors)
+    devices, warnings = resolve_targets(tx, principal.account_id, selectors)
     if any(d.surface_kind == "phone" for d in devices):
         gate(tx, account_phone(tx, principal.account_id), Feature.NOTIFICATION_CLEAR)
     rate_limit, monthly = charge_send_class(tx, principal, ip)
@@ -64,7 +65,11 @@ def clear_notification(
             locked=True,
         )
     return ClearOut(
-        sequence_id=checked, delivered_to=delivered_to(devices), rate_limit=rate_limit, monthly=monthly
+        sequence_id=checked,
+        delivered_to=delivered_to(devices),
+        warnings=warnings,
+        rate_limit=rate_limit,
+        monthly=monthly,
     )
 
 

@@ -138,6 +138,7 @@ async def test_a_progressing_notification_then_its_clear(
     assert cleared == {
         "sequence_id": "deploy-7",
         "delivered_to": [{"device_id": phone.device_id, "type": "phone"}],
+        "warnings": [],
     }
     [clear] = queued(core, phone, "notification_clear")
     assert (clear["type"], clear["sequence_id"]) == ("notification_clear", "deploy-7")

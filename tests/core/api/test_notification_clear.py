@@ -67,6 +67,7 @@ def test_a_clear_reaches_every_device_sealed_in_its_documented_shape(
             {"device_id": phone.device_id, "type": "phone"},
             {"device_id": computer.device_id, "type": "cli"},
         ],
+        "warnings": [],
     }
     for device in (phone, computer):
         [payload] = received(core, device, "notification_clear")
@@ -92,8 +93,9 @@ def test_the_device_selector_works_as_a_sends(
     http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
 ) -> None:
     computer = pair_computer(http, phone)
-    only_laptop = clear(http, caller, "s1", device="laptop")
+    only_laptop = clear(http, caller, "s1", device="laptop,fridge")
     assert only_laptop.json()["delivered_to"] == [{"device_id": computer.device_id, "type": "cli"}]
+    assert only_laptop.json()["warnings"] == ["device: nothing matches 'fridge'"]
     assert received(core, phone, "notification_clear") == []
     nothing = clear(http, caller, "s1", device="fridge")
     assert nothing.status_code == 400 and error_code(nothing) == "no_matching_device"
