@@ -60,9 +60,9 @@ def _main(argv: Sequence[str] | None) -> int:
         description="Start a server on a temporary SQLite file, register a virtual phone and start it, then\n"
         "connect an MCP client, as an AI assistant would, through the full OAuth flow: it opens\n"
         "the consent page, the virtual phone confirms the code shown there, and the page is\n"
-        "allowed. The client then calls every tool (list_devices, send_notification, remind_me,\n"
-        "request_approval, check_reply, find_my_phone, send_file, cancel_reminder) and each step\n"
-        "shows what the phone did. Takes about 10 seconds.\n\n"
+        "allowed. The client then calls every tool (list_devices, send_notification,\n"
+        "clear_notification, remind_me, request_approval, check_reply, find_my_phone, send_file,\n"
+        "cancel_reminder) and each step shows what the phone did. Takes about 10 seconds.\n\n"
         "Nothing outside the temporary folder is used: no RELAYBOX_* settings, no .env file, no\n"
         "state of yours. Everything is stopped and the folder removed at the end, also after an\n"
         "error or Ctrl-C. Exit status: 0 when every step worked, 1 on an error, 130 on Ctrl-C.",

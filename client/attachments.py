@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from client.dispatch import describe_notification, one_line
+from client.dispatch import Describe, one_line
 from client.documents import save_file
 from client.opener import Received
 from client.output import Output
@@ -62,19 +62,24 @@ def attachment_ref(raw: object) -> AttachmentRef:
 
 
 class PhoneAttachments:
-    """Describes notifications, saving the attachment one carries into ``downloads``."""
+    """Saves the attachment a notification carries into ``downloads``, after ``describing`` it."""
 
     def __init__(self, api: PhoneApi, output: Output, downloads: Path) -> None:
         self.output = output
         self.downloads = downloads
         self._api = api
 
-    def on_notification(self, item: Received) -> str:
-        line = describe_notification(item)
-        raw = item.payload.get("attachment")
-        if raw is not None:
-            self._receive(raw)
-        return line
+    def saving(self, describe: Describe) -> Describe:
+        """``describe`` (how notifications are shown), then the attachment saved."""
+
+        def on_notification(item: Received) -> str:
+            line = describe(item)
+            raw = item.payload.get("attachment")
+            if raw is not None:
+                self._receive(raw)
+            return line
+
+        return on_notification
 
     def _receive(self, raw: object) -> None:
         try:

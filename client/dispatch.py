@@ -7,7 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from client.notifications import NotificationBoard
 from client.opener import Received
+from client.text import one_line
+
+__all__ = ["Describe", "Dispatcher", "default_dispatcher", "describe_fields", "one_line"]
 
 Describe = Callable[[Received], str]
 
@@ -35,11 +39,6 @@ class Dispatcher:
         return f"[live] {line}" if item.live else f"[seq {item.seq}] {line}"
 
 
-def one_line(text: object) -> str:
-    """Control characters (newlines, terminal escapes) shown as escapes, so one event is one line."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in str(text))
-
-
 def describe_fields(item: Received) -> str:
     shown = item.payload if item.event != "push" or item.inline is None else item.inline
     fields = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown.items() if k != "type")
@@ -49,18 +48,6 @@ def describe_fields(item: Received) -> str:
 
 def describe_clipboard(item: Received) -> str:
     return f"clipboard from {one_line(item.sender_name)}: {one_line(item.payload.get('text', ''))}"
-
-
-def describe_notification(item: Received) -> str:
-    note = item.payload if item.event != "push" else (item.inline or {})
-    title = note.get("title")
-    message = one_line(note.get("message", ""))
-    origin = "push " if item.event == "push" else ""
-    return (
-        f"{origin}notification: {one_line(title)} — {message}"
-        if title
-        else f"{origin}notification: {message}"
-    )
 
 
 def describe_token_update(item: Received) -> str:
@@ -76,11 +63,15 @@ def describe_token_update(item: Received) -> str:
 
 
 def default_dispatcher() -> Dispatcher:
+    """The describers every device uses; notifications through one ``NotificationBoard``, which
+    remembers what this run showed so that a replacement or a clear says what it replaces."""
+    board = NotificationBoard()
     return Dispatcher(
         payloads={
             "clipboard": describe_clipboard,
-            "notification": describe_notification,
+            "notification": board.on_notification,
+            "notification_clear": board.on_clear,
             "token_update": describe_token_update,
         },
-        pushes={"notification": describe_notification},
+        pushes={"notification": board.on_notification, "notification_clear": board.on_clear},
     )

@@ -90,7 +90,7 @@ class PhoneOps(Running):
         dispatcher.payloads.update(
             {
                 "interaction_request": self.questions.on_question,
-                "notification": self.attachments.on_notification,
+                "notification": self.attachments.saving(dispatcher.payloads["notification"]),
                 "reminder": self.reminders.on_reminder,
                 "reminder_cancel": self.reminders.on_reminder_cancel,
             }

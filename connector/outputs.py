@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from core.services.interaction_models import CallbackStatus, InteractionOut
+from core.services.send import DeliveredTo
 
 
 class Delivered(BaseModel):
@@ -15,12 +16,25 @@ class Delivered(BaseModel):
     type: str = Field(description="phone, extension, pwa, cli or desktop")
 
 
+def delivered(devices: list[DeliveredTo]) -> list[Delivered]:
+    return [Delivered(device_id=d.device_id, type=d.type) for d in devices]
+
+
 class NotificationSent(BaseModel):
     id: str = Field(description="The notification's id (msg_…)")
+    sequence_id: str = Field(
+        description="Pass it as sequence_id to replace this notification, or to clear_notification"
+    )
     delivered_to: list[Delivered] = Field(
         description="The devices it was encrypted to and sent or queued for"
     )
     warnings: list[str] = Field(description="Fields that were trimmed or device names that matched nothing")
+
+
+class NotificationCleared(BaseModel):
+    sequence_id: str
+    delivered_to: list[Delivered] = Field(description="The devices told to remove it")
+    warnings: list[str] = Field(description="Device names that matched nothing")
 
 
 class DeviceInfo(BaseModel):

@@ -1,20 +1,20 @@
-"""The eight connector tools, declared: each a module-level function and a ``Tool`` record of its
+"""The nine connector tools, declared: each a module-level function and a ``Tool`` record of its
 name, the scope it needs, the function, its output and how it presents itself; ``TOOLS`` lists them
 in the order clients see. A function is a thin call of the core operation its REST twin uses, with
 the connector grant as principal; its docstring is the description the model reads, and its
-parameters after ``call`` are the tool's arguments (``connector.tools`` registers them)."""
+parameters after ``call`` are the tool's arguments (``connector.tools`` registers them). The
+notification tools live in ``connector.notification_tools``; ``connector.tool_base`` has the records."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
-from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from connector import outputs
+from connector.notification_tools import clear_notification, send_notification
+from connector.tool_base import CHANGES, READS, REPEATABLE, Tool, ToolCall
 from core.principal import (
     SCOPE_APPROVALS_WRITE,
     SCOPE_DEVICES_READ,
@@ -22,77 +22,12 @@ from core.principal import (
     SCOPE_NOTIFICATIONS_SEND,
     SCOPE_PHONE_CONTROL,
     SCOPE_REMINDERS_WRITE,
-    Principal,
 )
-from core.runtime.core import Core
-from core.services import device_list, documents, interactions, reminders, ring, send, typed_replies
+from core.services import device_list, documents, interactions, reminders, ring, typed_replies
+
+__all__ = ["TOOLS", "Tool", "ToolCall"]
 
 PROGRESS_STEP_S = 5  # request_approval reports progress between waits of at most this long
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call of a tool: the core it runs on and the verified connector grant making it."""
-
-    core: Core
-    principal: Principal
-
-    @property
-    def ip(self) -> str:
-        # Per-IP layers key on the grant: every assistant platform calls from a few shared addresses.
-        return f"grant:{self.principal.grant_id}"
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A tool as clients see it: ``operation`` runs it (``ToolCall`` first, then the arguments) and
-    returns an ``output``; the auth gate asks for ``scope`` before the call reaches it."""
-
-    name: str
-    scope: str
-    operation: Callable[..., Awaitable[BaseModel]]
-    output: type[BaseModel]
-    title: str
-    annotations: ToolAnnotations
-
-
-CHANGES = ToolAnnotations(read_only_hint=False, idempotent_hint=False)
-REPEATABLE = ToolAnnotations(read_only_hint=False, idempotent_hint=True)
-READS = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
-
-
-async def send_notification(
-    call: ToolCall,
-    message: Annotated[str, Field(description="The text; at most 1500 bytes")],
-    title: Annotated[str | None, Field(description="Short title; at most 100 bytes")] = None,
-    priority: Annotated[str | None, Field(description="min, low, default, high or urgent")] = None,
-    tags: Annotated[list[str] | None, Field(description="Up to 5 short tags")] = None,
-    url: Annotated[str | None, Field(description="An http(s) link to open")] = None,
-    device: Annotated[str | None, Field(description="all (default), phone, desktop, or device names")] = None,
-    ttl: Annotated[int | None, Field(description="Seconds to keep it for devices that are offline")] = None,
-) -> outputs.NotificationSent:
-    """Push a notification to the user's phone (and their other devices).
-
-    Use it only when the user asked to be notified or a long task they are waiting on finished;
-    not for ordinary replies in the conversation. The text is encrypted to each device; the
-    result lists the devices it went to and any fields that were trimmed. When ``device``
-    names no device at all, nothing is sent and the call fails with ``no_matching_device``.
-    """
-    fields = {
-        "message": message,
-        "title": title,
-        "priority": priority,
-        "tags": tags,
-        "url": url,
-        "device": device,
-        "ttl": ttl,
-    }
-    sent = await call.core.run(send.send_notification, call.principal, fields=fields, ip=call.ip)
-    return outputs.NotificationSent(
-        id=sent.id,
-        delivered_to=[outputs.Delivered(device_id=d.device_id, type=d.type) for d in sent.delivered_to],
-        warnings=sent.warnings,
-    )
 
 
 async def list_devices(call: ToolCall) -> outputs.DeviceListing:
@@ -255,6 +190,14 @@ TOOLS = [
         outputs.NotificationSent,
         "Send a notification",
         CHANGES,
+    ),
+    Tool(
+        "clear_notification",
+        SCOPE_NOTIFICATIONS_SEND,
+        clear_notification,
+        outputs.NotificationCleared,
+        "Clear a notification",
+        REPEATABLE,
     ),
     Tool("list_devices", SCOPE_DEVICES_READ, list_devices, outputs.DeviceListing, "List devices", READS),
     Tool("remind_me", SCOPE_REMINDERS_WRITE, remind_me, outputs.ReminderSet, "Remind me", CHANGES),

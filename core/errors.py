@@ -64,7 +64,11 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "invalid_title": ErrorSpec(400, "title must be 1-100 bytes of text."),
     "invalid_url": ErrorSpec(400, "url must be an http or https URL of at most 512 bytes."),
     "invalid_url_title": ErrorSpec(400, "url_title must be 1-100 bytes of text."),
-    "invalid_action": ErrorSpec(400, "actions must be at most 3 {label, url}."),
+    "invalid_action": ErrorSpec(
+        400, "actions: at most 3, each {label, url} (view) or {action: http, label, url, method?, body?}."
+    ),
+    "invalid_icon": ErrorSpec(400, "icon must be an https URL of at most 512 bytes."),
+    "invalid_sequence_id": ErrorSpec(400, "sequence_id is 1-64 characters of A-Z a-z 0-9 . _ ~ -."),
     "invalid_tags": ErrorSpec(400, "tags must be a list of text or a comma list."),
     "invalid_markdown": ErrorSpec(400, "markdown must be true or false."),
     "invalid_ttl": ErrorSpec(400, "ttl must be a number of seconds."),

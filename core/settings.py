@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     )
     min_build_ring: int = Field(default=0, ge=0)
     min_build_documents: int = Field(default=0, ge=0)
+    min_build_notification_clear: int = Field(
+        default=0, ge=0, description="Clearing a notification (an older app shows the clear as a message)"
+    )
     reminder_min_lead_s: int = Field(
         default=60, ge=1, description="How far ahead a reminder must be; lowered only in tests and demos"
     )

@@ -33,7 +33,7 @@ class PhoneSide(Protocol):
 
 
 async def connect_and_call_every_tool(server: str, phone: PhoneSide, say: Narrator) -> None:
-    """Steps 3 to 11 of the demo: connect through OAuth, then call each of the eight tools."""
+    """Steps 3 to 12 of the demo: connect through OAuth, then call each of the nine tools."""
     say.step("Connecting an MCP client through OAuth, as an AI assistant does", "connecting through OAuth")
     say.say("it finds the server's OAuth metadata, registers itself and opens the consent page")
     async with httpx2.AsyncClient(follow_redirects=False, timeout=30, trust_env=False) as browser_http:
@@ -68,8 +68,15 @@ async def _call_tools(client: Client, phone: PhoneSide, say: Narrator) -> None:
 
     say.step("send_notification: a notification on the phone")
     mark = phone.mark()
-    await call("send_notification", {"title": "relaybox demo", "message": "Hello from your AI assistant"})
+    sent = await call(
+        "send_notification", {"title": "relaybox demo", "message": "Hello from your AI assistant"}
+    )
     await phone.wait_for(r"notification: relaybox demo", mark)
+
+    say.step("clear_notification: take it away again, as a finished task clears its progress")
+    mark = phone.mark()
+    await call("clear_notification", {"sequence_id": sent["sequence_id"]})
+    await phone.wait_for(rf"notification cleared: {re.escape(str(sent['sequence_id']))}$", mark)
 
     say.step("remind_me: the phone fires the reminder itself; the server keeps nothing")
     mark = phone.mark()

@@ -9,7 +9,8 @@ explicit content type rather than the platform's MIME table. Vendored files are 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.requests import Request
@@ -38,23 +39,33 @@ LICENSE_TYPE = "text/plain; charset=utf-8"  # vendored LICENSE files have no ext
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
 
-CONTENT_SECURITY_POLICY = "; ".join(
-    (
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self'",
-        "font-src 'self'",
-        "connect-src 'self'",
-        "worker-src 'self'",
-        "manifest-src 'self'",
-        "media-src 'none'",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
+
+def _policy(connect_src: str) -> str:
+    return "; ".join(
+        (
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self'",
+            "font-src 'self'",
+            f"connect-src {connect_src}",
+            "worker-src 'self'",
+            "manifest-src 'self'",
+            "media-src 'none'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        )
     )
-)
+
+
+CONTENT_SECURITY_POLICY = _policy("'self'")
+# The service worker's own policy (a worker gets the one its script is served with): it alone may
+# connect elsewhere, to make the http request of a notification's button when the person taps it,
+# in the notification or in the open app (which asks the worker). It renders nothing; the pages keep
+# 'self', so nothing a page shows can reach another origin.
+WORKER_CONTENT_SECURITY_POLICY = _policy("'self' http: https:")
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
@@ -63,6 +74,7 @@ SECURITY_HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
+WORKER_SECURITY_HEADERS = SECURITY_HEADERS | {"Content-Security-Policy": WORKER_CONTENT_SECURITY_POLICY}
 
 
 class AssetError(Exception):
@@ -75,6 +87,7 @@ class Asset:
     content_type: str
     cache_control: str
     etag: str  # strong: a digest of the body
+    security: Mapping[str, str] = field(default_factory=lambda: SECURITY_HEADERS)
 
     @classmethod
     def of(cls, body: bytes, content_type: str, cache_control: str) -> Asset:
@@ -82,7 +95,7 @@ class Asset:
 
     def respond(self, request: Request, status_code: int = 200) -> Response:
         """The asset as a response to ``request``: 304 when the browser's copy is current."""
-        headers = {**SECURITY_HEADERS, "Cache-Control": self.cache_control, "ETag": self.etag}
+        headers = {**self.security, "Cache-Control": self.cache_control, "ETag": self.etag}
         if status_code == 200 and _matches(request.headers.get("if-none-match"), self.etag):
             return Response(status_code=304, headers=headers)
         headers["Content-Type"] = self.content_type

@@ -9,6 +9,7 @@ path under ``/app/`` gets the readable HTML not-found page, since a person is lo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -17,10 +18,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from webapp.assets import PACKAGE, Asset, read_asset, read_folder, read_vendor
+from webapp.assets import PACKAGE, WORKER_SECURITY_HEADERS, Asset, read_asset, read_folder, read_vendor
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 APP_INDEX = "index.html"
+SERVICE_WORKER = "sw.js"  # served with its own policy (webapp.assets.WORKER_CONTENT_SECURITY_POLICY)
 
 
 def web_routes(package: Path = PACKAGE) -> list[BaseRoute]:
@@ -29,6 +31,7 @@ def web_routes(package: Path = PACKAGE) -> list[BaseRoute]:
     static = read_folder(package / "static")
     static |= {f"vendor/{path}": asset for path, asset in read_vendor(package / "vendor").items()}
     app = read_folder(package / "app")
+    app[SERVICE_WORKER] = dataclasses.replace(app[SERVICE_WORKER], security=WORKER_SECURITY_HEADERS)
     not_found = read_asset(pages / "not-found.html")
 
     async def static_file(request: Request) -> Response:

@@ -1,16 +1,26 @@
-"""The public send API: ``POST /v1/send`` and its capability-URL alias ``POST /v1/send/{token}``."""
+"""The public send API: ``POST /v1/send``, its capability-URL alias ``POST /v1/send/{token}``, and
+``DELETE /v1/notifications/{sequence_id}``, which takes a sent notification away again."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
 from core.api.forms import read_fields
 from core.api.routing import Call, Endpoint
-from core.domain.notification import DEVICE_SELECTOR_SCHEMA, URL_SCHEMA
+from core.domain.actions import ACTION_BODY_MAX_BYTES
+from core.domain.notification import (
+    DEVICE_SELECTOR_SCHEMA,
+    ICON_SCHEMA,
+    SEQUENCE_ID_MAX_CHARS,
+    SEQUENCE_ID_PATTERN,
+    URL_SCHEMA,
+)
 from core.services.auth import Accept
+from core.services.notification_clear import ClearOut, clear_notification
 from core.services.send import SendOut, send_notification
 
 SEND_ERRORS = (
@@ -21,6 +31,8 @@ SEND_ERRORS = (
     "invalid_url",
     "invalid_url_title",
     "invalid_action",
+    "invalid_icon",
+    "invalid_sequence_id",
     "invalid_tags",
     "invalid_markdown",
     "invalid_ttl",
@@ -34,10 +46,42 @@ SEND_ERRORS = (
 )
 
 
-class ActionIn(BaseModel):
+LABEL = Field(min_length=1, max_length=8, description="1-32 bytes of UTF-8: 8 characters always fit")
+SEQUENCE_ID_SCHEMA: JsonDict = {"pattern": SEQUENCE_ID_PATTERN, "maxLength": SEQUENCE_ID_MAX_CHARS}
+
+
+class ViewActionIn(BaseModel):
+    """A button that opens ``url`` (the default kind: ``action`` may be left out)."""
+
     model_config = ConfigDict(extra="forbid")
-    label: str = Field(min_length=1, max_length=8, description="1-32 bytes of UTF-8: 8 characters always fit")
+    action: Literal["view"] | SkipJsonSchema[None] = None
+    label: str = LABEL
     url: str = Field(json_schema_extra=URL_SCHEMA)
+
+
+class HttpActionIn(BaseModel):
+    """A button that sends a request to ``url`` when tapped (on the phone, never before)."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["http"]
+    label: str = LABEL
+    url: str = Field(json_schema_extra=URL_SCHEMA)
+    method: Literal["POST", "PUT"] | SkipJsonSchema[None] = Field(default=None, description="default POST")
+    body: str | SkipJsonSchema[None] = Field(
+        default=None,
+        max_length=ACTION_BODY_MAX_BYTES // 4,
+        description=f"text, at most {ACTION_BODY_MAX_BYTES} bytes of UTF-8",
+    )
+
+
+class HttpGetActionIn(BaseModel):
+    """A GET request to ``url`` when tapped; it carries no body."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["http"]
+    label: str = LABEL
+    url: str = Field(json_schema_extra=URL_SCHEMA)
+    method: Literal["GET"]
 
 
 class SendRequest(BaseModel):
@@ -59,7 +103,21 @@ class SendRequest(BaseModel):
     url_title: str | SkipJsonSchema[None] = Field(
         default=None, min_length=1, max_length=25, description="1-100 bytes of UTF-8"
     )
-    actions: Annotated[list[ActionIn], Field(max_length=3)] | SkipJsonSchema[None] = None
+    actions: (
+        Annotated[list[ViewActionIn | HttpActionIn | HttpGetActionIn], Field(max_length=3)]
+        | SkipJsonSchema[None]
+    ) = None
+    icon: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="an https URL of an image the phone may show beside it, at most 512 bytes",
+        json_schema_extra=ICON_SCHEMA,
+    )
+    sequence_id: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="a key of your choice (or an earlier send's id): a send with the same one "
+        "replaces that notification on the phone instead of adding one",
+        json_schema_extra=SEQUENCE_ID_SCHEMA,
+    )
     device: str | SkipJsonSchema[None] = Field(
         default=None,
         description="all (default), phone, desktop, names, ids",
@@ -92,12 +150,43 @@ async def send_with_path_token(call: Call) -> BaseModel:
     return await send(call)
 
 
+async def clear(call: Call) -> BaseModel:
+    return await call.core.run(
+        clear_notification,
+        call.principal,
+        sequence_id=call.path["sequence_id"],
+        device=call.request.query_params.get("device"),
+        ip=call.ip,
+    )
+
+
 SEND_DESCRIPTION = (
     "Body: JSON, form-encoded, or plain text (no Content-Type or text/plain: the whole body is the "
     "message). Fields: message (1-1500 bytes), title (1-100 bytes), priority (min|low|default|high|"
-    "urgent), tags (up to 5), url, url_title, actions [{label, url}] (up to 3), device (all, phone, "
-    "desktop, names, ids, comma lists), markdown, ttl (seconds, 0-259200)."
+    "urgent), tags (up to 5; emoji short codes such as warning or white_check_mark show as their "
+    "emoji), url, url_title, icon (https), actions (up to 3: {label, url} opens the URL, {action: "
+    "http, label, url, method?, body?} sends a request when tapped), device (all, phone, desktop, "
+    "names, ids, comma lists), markdown, ttl (seconds, 0-259200), sequence_id (1-64 of "
+    "A-Z a-z 0-9 . _ ~ -: a later send with the same one replaces this notification). The answer's "
+    "sequence_id is the one given, else the id: reuse it to update the notification, or clear it "
+    "with DELETE /v1/notifications/{sequence_id}."
 )
+CLEAR_ERRORS = (
+    "invalid_sequence_id",
+    "invalid_device",
+    "no_matching_device",
+    "no_phone_device",
+    "phone_app_outdated",
+    "insufficient_scope",
+    "rate_limit_exceeded",
+)
+DEVICE_QUERY = {
+    "name": "device",
+    "in": "query",
+    "required": False,
+    "description": "all (default), phone, desktop, names, ids: as a send's device",
+    "schema": {"type": "string", **DEVICE_SELECTOR_SCHEMA},
+}
 
 ENDPOINTS = [
     Endpoint(
@@ -126,5 +215,21 @@ ENDPOINTS = [
         ip_limited=True,
         description=SEND_DESCRIPTION + " The URL is redacted in every log line.",
         body_doc=SendRequest,
+    ),
+    Endpoint(
+        "DELETE",
+        "/v1/notifications/{sequence_id}",
+        clear,
+        "Take a notification away from your devices (by its sequence_id, or its id)",
+        auth=Accept.SENDER_TOKEN,
+        response=ClearOut,
+        errors=CLEAR_ERRORS,
+        tag="send",
+        ip_limited=True,
+        description="The selected devices are told to remove the notification of this sequence: "
+        "the last one sent with this sequence_id, or the one whose id it is. Sent like a send (queued "
+        "for a device that is offline) and charged to the same limits. The server keeps no record of "
+        "what it sent, so an unknown sequence is no error: the devices ignore it.",
+        extra={"query": [DEVICE_QUERY], "path": {"sequence_id": SEQUENCE_ID_SCHEMA}},
     ),
 ]

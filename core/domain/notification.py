@@ -7,44 +7,48 @@ accepts the text spelling too. Errors carry a stable code; trims and clamps beco
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic.config import JsonDict
+
+from core.domain.actions import ACTION_LABEL_MAX_BYTES, MAX_ACTIONS, Action, parse_actions
+from core.domain.field_checks import (
+    URL_MAX_BYTES,
+    URL_SCHEMA,
+    InvalidFieldError,
+    check_text,
+    check_url,
+    is_unicode,
+)
+
+__all__ = [
+    "ACTION_LABEL_MAX_BYTES",
+    "MAX_ACTIONS",
+    "URL_MAX_BYTES",
+    "URL_SCHEMA",
+    "Action",
+    "InvalidFieldError",
+    "Notification",
+    "parse_notification",
+]
 
 PRIORITIES = ("min", "low", "default", "high", "urgent")
 MESSAGE_MAX_BYTES = 1500
 TITLE_MAX_BYTES = 100
-URL_MAX_BYTES = 512
-# The documented shape of ``url``: a subset of what ``_url`` accepts (which takes any http(s) URL with
-# a host and no white space, up to 512 bytes), in ASCII so that characters count as bytes.
-URL_SCHEMA: JsonDict = {
-    "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?$",
-    "maxLength": URL_MAX_BYTES,
-}
 URL_TITLE_MAX_BYTES = 100
-ACTION_LABEL_MAX_BYTES = 32
-MAX_ACTIONS = 3
 MAX_TAGS = 5
 TAG_MAX_CHARS = 32
 TTL_MAX_S = 259_200
 DEVICE_SELECTOR_MAX = 20
-
-
-class InvalidFieldError(ValueError):
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.details = details
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    label: str
-    url: str
+SEQUENCE_ID_MAX_CHARS = 64
+# A sequence id: URL-safe characters (RFC 3986's unreserved set), so it fits a path segment as it is.
+SEQUENCE_ID_PATTERN = "^[A-Za-z0-9._~-]{1,64}$"
+_SEQUENCE_ID = re.compile(SEQUENCE_ID_PATTERN.strip("^$"))
+# The documented shape of ``icon``: ``url``'s, https only.
+ICON_SCHEMA: JsonDict = {**URL_SCHEMA, "pattern": str(URL_SCHEMA["pattern"]).replace("https?", "https", 1)}
 
 
 @dataclass(frozen=True)
@@ -60,30 +64,61 @@ class Notification:
     ttl: int = TTL_MAX_S
     devices: tuple[str, ...] = ("all",)
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    sequence_id: str | None = None  # a later send with the same one replaces this on the phone
+    icon: str | None = None  # an https URL the phone may show (the web app only links it)
 
 
 def parse_notification(fields: Mapping[str, Any]) -> Notification:
     """Validate the send fields; raises ``InvalidFieldError`` with the first problem found."""
     warnings: list[str] = []
-    message = _text(
+    message = check_text(
         fields.get("message"), "invalid_message", "message", MESSAGE_MAX_BYTES, "message_too_long"
     )
     if message is None:
         raise InvalidFieldError("invalid_message", "message is required and must be 1-1500 bytes of text.")
-    title = _text(fields.get("title"), "invalid_title", "title", TITLE_MAX_BYTES, "invalid_title")
+    title = check_text(fields.get("title"), "invalid_title", "title", TITLE_MAX_BYTES, "invalid_title")
     priority = parse_priority(fields.get("priority"))
     tags = _tags(fields.get("tags"), warnings)
-    url = _url(fields.get("url"), "invalid_url", "url")
-    url_title = _text(
+    url = check_url(fields.get("url"), "invalid_url", "url")
+    url_title = check_text(
         fields.get("url_title"), "invalid_url_title", "url_title", URL_TITLE_MAX_BYTES, "invalid_url_title"
     )
-    actions = _actions(fields.get("actions"))
+    actions = parse_actions(fields.get("actions"))
     markdown = _boolean(fields.get("markdown"))
     ttl = _ttl(fields.get("ttl"), warnings)
     devices = parse_device_selector(fields.get("device"))
+    sequence_id = parse_sequence_id(fields.get("sequence_id"))
+    icon = check_url(fields.get("icon"), "invalid_icon", "icon", ("https",))
     return Notification(
-        message, title, priority, tags, url, url_title, actions, markdown, ttl, devices, tuple(warnings)
+        message,
+        title,
+        priority,
+        tags,
+        url,
+        url_title,
+        actions,
+        markdown,
+        ttl,
+        devices,
+        tuple(warnings),
+        sequence_id,
+        icon,
     )
+
+
+def parse_sequence_id(value: Any) -> str | None:
+    """``None`` when absent; else 1-64 characters of ``A-Z a-z 0-9 . _ ~ -``."""
+    if value is None or value == "":
+        return None
+    return required_sequence_id(value)
+
+
+def required_sequence_id(value: Any) -> str:
+    if not isinstance(value, str) or not _SEQUENCE_ID.fullmatch(value):
+        raise InvalidFieldError(
+            "invalid_sequence_id", "sequence_id is 1-64 characters of A-Z a-z 0-9 . _ ~ -."
+        )
+    return value
 
 
 def parse_priority(value: Any) -> str:
@@ -117,56 +152,11 @@ def parse_device_selector(value: Any) -> tuple[str, ...]:
     return selectors or ("all",)
 
 
-def _text(value: Any, code: str, name: str, max_bytes: int, too_long_code: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or value == "":
-        raise InvalidFieldError(code, f"{name} must be non-empty text.")
-    size = len(value.encode("utf-8", "surrogatepass"))
-    if size > max_bytes:
-        raise InvalidFieldError(
-            too_long_code, f"{name} is longer than {max_bytes} bytes.", {"bytes": size, "max": max_bytes}
-        )
-    if not _is_unicode(value):
-        raise InvalidFieldError(code, f"{name} is not valid Unicode text.")
-    return value
-
-
-def _is_unicode(value: str) -> bool:
-    """False for text with a lone surrogate (JSON can carry one, UTF-8 cannot)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _url(value: Any, code: str, name: str) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise InvalidFieldError(code, f"{name} must be an http or https URL.")
-    size = len(value.encode("utf-8", "surrogatepass"))
-    if size > URL_MAX_BYTES:
-        raise InvalidFieldError(
-            code, f"{name} is longer than {URL_MAX_BYTES} bytes.", {"bytes": size, "max": URL_MAX_BYTES}
-        )
-    try:
-        parts = urlsplit(value)
-    except ValueError as exc:
-        raise InvalidFieldError(code, f"{name} must be an http or https URL.") from exc
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc or any(c.isspace() for c in value):
-        raise InvalidFieldError(code, f"{name} must be an http or https URL.")
-    if not _is_unicode(value):
-        raise InvalidFieldError(code, f"{name} is not valid Unicode text.")
-    return value
-
-
 def _tags(value: Any, warnings: list[str]) -> tuple[str, ...]:
     if value is None or value == "":
         return ()
     raw = value.split(",") if isinstance(value, str) else value
-    if not isinstance(raw, list) or not all(isinstance(tag, str) and _is_unicode(tag) for tag in raw):
+    if not isinstance(raw, list) or not all(isinstance(tag, str) and is_unicode(tag) for tag in raw):
         raise InvalidFieldError("invalid_tags", "tags must be a list of text or a comma list.")
     tags = [tag.strip() for tag in raw if tag.strip()]
     if len(tags) > MAX_TAGS:
@@ -176,35 +166,6 @@ def _tags(value: Any, warnings: list[str]) -> tuple[str, ...]:
         warnings.append(f"tags: shortened to {TAG_MAX_CHARS} characters")
         tags = [tag[:TAG_MAX_CHARS] for tag in tags]
     return tuple(tags)
-
-
-def _actions(value: Any) -> tuple[Action, ...]:
-    if value is None or value == "":
-        return ()
-    if not isinstance(value, list) or len(value) > MAX_ACTIONS:
-        raise InvalidFieldError(
-            "invalid_action", f"actions must be a list of at most {MAX_ACTIONS} {{label, url}}."
-        )
-    actions = []
-    for item in value:
-        if not isinstance(item, dict) or set(item) - {"label", "url"}:
-            raise InvalidFieldError("invalid_action", "each action is {label, url}.")
-        label = item.get("label")
-        if (
-            not isinstance(label, str)
-            or not label
-            or not _is_unicode(label)
-            or len(label.encode()) > ACTION_LABEL_MAX_BYTES
-        ):
-            raise InvalidFieldError("invalid_action", f"an action label is 1-{ACTION_LABEL_MAX_BYTES} bytes.")
-        try:
-            url = _url(item.get("url"), "invalid_action", "action url")
-        except InvalidFieldError as exc:
-            raise InvalidFieldError("invalid_action", exc.message, exc.details) from exc
-        if url is None:
-            raise InvalidFieldError("invalid_action", "an action needs a url.")
-        actions.append(Action(label, url))
-    return tuple(actions)
 
 
 def _boolean(value: Any) -> bool:

@@ -53,17 +53,25 @@ def notification(
             "type": "notification",
             "id": msg_id,
             "sent_at": sent_at,
+            "sequence_id": note.sequence_id,
             "title": note.title,
             "message": note.message,
             "priority": note.priority,
             "tags": list(note.tags) or None,
             "url": note.url,
             "url_title": note.url_title,
-            "actions": [{"label": a.label, "url": a.url} for a in note.actions] or None,
+            "icon": note.icon,
+            "actions": [action.payload() for action in note.actions] or None,
             "markdown": True if note.markdown else None,
             "attachment": attachment,
         }
     )
+
+
+def notification_clear(*, sequence_id: str, at: int) -> dict[str, Any]:
+    """Take the notification of ``sequence_id`` (a send's ``sequence_id``, else its ``id``) away;
+    the phone ignores a sequence it does not show."""
+    return {"type": "notification_clear", "sequence_id": sequence_id, "at": at}
 
 
 def reminder(*, reminder_id: str, fire_at: int, message: str) -> dict[str, Any]:

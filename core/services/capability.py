@@ -7,8 +7,10 @@
 | interaction_text | 426                    | allowed silently           |
 | ring             | 426                    | allowed, with a warning    |
 | documents        | 426                    | 428 phone_app_unknown      |
+| notification_clear | 426                  | allowed silently           |
 
-``interaction_text`` gates a question with ``allow_text`` (the phone must offer a text box).
+``interaction_text`` gates a question with ``allow_text`` (the phone must offer a text box);
+``notification_clear`` a clear (an older app would show the unknown payload as a new message).
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ class Feature(enum.Enum):
     INTERACTION_TEXT = "interaction_text"
     RING = "ring"
     DOCUMENTS = "documents"
+    NOTIFICATION_CLEAR = "notification_clear"
+
+
+# What a phone that never reported a build gets without a warning (the rest warn, or refuse).
+SILENT_WHEN_UNKNOWN = (Feature.INTERACTIONS, Feature.INTERACTION_TEXT, Feature.NOTIFICATION_CLEAR)
 
 
 def account_phone(tx: Tx, account_id: str) -> Device:
@@ -50,7 +57,7 @@ def gate(tx: Tx, phone: Device, feature: Feature) -> list[str]:
     if phone.app_build is None:
         if feature is Feature.DOCUMENTS:
             raise RelayError("phone_app_unknown")
-        return [] if feature in (Feature.INTERACTIONS, Feature.INTERACTION_TEXT) else [UNKNOWN_BUILD_WARNING]
+        return [] if feature in SILENT_WHEN_UNKNOWN else [UNKNOWN_BUILD_WARNING]
     if phone.app_build < minimum:
         raise RelayError("phone_app_outdated", details={"app_build": phone.app_build, "minimum": minimum})
     return []

@@ -8,8 +8,9 @@ cap → envelope size → all counters at once → dispatch.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -46,6 +47,10 @@ class DeliveredTo(BaseModel):
 
 class SendOut(Limited):
     id: str = Field(description="msg_ + 32 hex characters")
+    sequence_id: str = Field(
+        description="The sequence_id sent, else the id: send again with it to replace this "
+        "notification on the phone, or clear it with DELETE /v1/notifications/{sequence_id}"
+    )
     delivered_to: list[DeliveredTo]
     warnings: list[str]
 
@@ -74,7 +79,7 @@ def send_notification(
     size = len(encoded)
     if size > ENVELOPE_MAX_BYTES:
         raise RelayError("payload_too_large", details={"size": size, "max": ENVELOPE_MAX_BYTES})
-    devices, warnings = _targets(tx, principal.account_id, note.devices)
+    devices, warnings = resolve_targets(tx, principal.account_id, note.devices)
     if attachment is not None:
         attachments.check_room(tx, principal.account_id, attachment)
     rate_limit, monthly = charge_send_class(tx, principal, ip)
@@ -100,16 +105,28 @@ def send_notification(
         )
     return SendOut(
         id=msg_id,
-        delivered_to=[DeliveredTo(device_id=d.device_id, type=d.surface_kind) for d in devices],
+        sequence_id=note.sequence_id or msg_id,
+        delivered_to=delivered_to(devices),
         warnings=[*note.warnings, *warnings],
         rate_limit=rate_limit,
         monthly=monthly,
     )
 
 
+def delivered_to(devices: list[AccountDevice]) -> list[DeliveredTo]:
+    return [DeliveredTo(device_id=d.device_id, type=d.surface_kind) for d in devices]
+
+
 def checked_notification(fields: Mapping[str, Any]) -> Notification:
-    try:
+    with field_error():
         return parse_notification(fields)
+
+
+@contextmanager
+def field_error() -> Iterator[None]:
+    """A field's ``InvalidFieldError`` as the ``RelayError`` of the same code (a 400)."""
+    try:
+        yield
     except InvalidFieldError as error:
         raise RelayError(error.code, error.message, details=error.details) from error
 
@@ -131,11 +148,13 @@ class AccountDevice:
 
     device_id: str
     surface_kind: str
+    device_type: str
     name: str
     public_key: str
     fcm_token: str | None
     fcm_token_kind: str | None
-    registrations: dict[str, Mapping[str, str]]  # by service, as push_registrations holds them
+    # By service, as push_registrations holds them.
+    registrations: dict[str, Mapping[str, str]] = field(default_factory=dict)
 
     def push_target(self) -> PushTarget:
         return PushTarget(self.device_id, self.fcm_token, self.fcm_token_kind or "token", self.registrations)
@@ -144,7 +163,15 @@ class AccountDevice:
 # Built once and run on the driver's cursor: every send reads the account's devices.
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
 _REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
-_DEVICE_COLUMNS = ("device_id", "surface_kind", "name", "public_key", "fcm_token", "fcm_token_kind")
+_DEVICE_COLUMNS = (
+    "device_id",
+    "surface_kind",
+    "device_type",
+    "name",
+    "public_key",
+    "fcm_token",
+    "fcm_token_kind",
+)
 _ACCOUNT_DEVICES = PreparedStatement(
     sql.select(
         *(_DEVICES.c[name] for name in _DEVICE_COLUMNS),
@@ -160,17 +187,19 @@ _ACCOUNT_DEVICES = PreparedStatement(
 def _account_devices(rows: Iterable[tuple[Any, ...]]) -> list[AccountDevice]:
     """One per device, in the rows' order: a device with several registrations is on several rows."""
     devices: dict[str, AccountDevice] = {}
-    for device_id, surface_kind, name, public_key, fcm_token, fcm_token_kind, service, registration in rows:
-        device = devices.get(device_id)
+    for row in rows:  # the device's columns, then one of its registrations (or none)
+        device = devices.get(row[0])
         if device is None:
-            device = AccountDevice(device_id, surface_kind, name, public_key, fcm_token, fcm_token_kind, {})
-            devices[device_id] = device
+            device = devices[row[0]] = AccountDevice(*row[: len(_DEVICE_COLUMNS)])
+        service, registration = row[len(_DEVICE_COLUMNS) :]
         if service is not None:
             device.registrations[service] = json.loads(registration)
     return list(devices.values())
 
 
-def _targets(tx: Tx, account_id: str, selectors: tuple[str, ...]) -> tuple[list[AccountDevice], list[str]]:
+def resolve_targets(
+    tx: Tx, account_id: str, selectors: tuple[str, ...]
+) -> tuple[list[AccountDevice], list[str]]:
     """Resolve ``all``, ``phone``/``mobile``, ``desktop``, names and ids to the account's devices."""
     devices = _account_devices(_ACCOUNT_DEVICES.rows(tx.connection(), account=account_id))
     if not any(d.surface_kind == "phone" for d in devices):

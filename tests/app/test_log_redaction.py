@@ -16,6 +16,12 @@ def test_the_path_alias_is_redacted_whatever_the_token_looks_like() -> None:
     assert redact("/v1/send/anything?x=1") == "/v1/send/[redacted]?x=1"
 
 
+def test_the_sequence_a_caller_clears_is_redacted() -> None:
+    line = 'DELETE /v1/notifications/prod-db-migration HTTP/1.1" 200'
+    assert redact(line) == 'DELETE /v1/notifications/[redacted] HTTP/1.1" 200'
+    assert redact("/v1/notifications/s?device=laptop") == "/v1/notifications/[redacted]?device=laptop"
+
+
 def test_presigned_url_signatures_are_redacted() -> None:
     line = 'PUT /v1/objects/xfr_0/1?size=5&expires=9&signature=AbC-_1 HTTP/1.1" 200'
     assert redact(line) == 'PUT /v1/objects/xfr_0/1?size=5&expires=9&signature=[redacted] HTTP/1.1" 200'
@@ -41,6 +47,7 @@ def test_the_quick_check_passes_over_only_text_with_nothing_to_redact() -> None:
         "rbd_" + "a" * 43,
         *(f"rb{kind}_" + "b" * 43 for kind in "acr"),
         "/v1/send/x",
+        "/v1/notifications/x",
         "?signature=s",
         "&X-Amz-Signature=s",
         "?x-amz-credential=c",

@@ -18,6 +18,7 @@ DEMO_TIMEOUT_S = 90
 TOOLS = [
     "list_devices",
     "send_notification",
+    "clear_notification",
     "remind_me",
     "request_approval",
     "check_reply",
@@ -27,6 +28,7 @@ TOOLS = [
 ]
 PHONE_LINES = [
     r"phone │ \[seq \d+\] notification: relaybox demo — Hello",
+    r"phone │ \[seq \d+\] notification cleared: msg_\w+$",
     r"phone │ REMINDER: Stretch your legs$",
     r"phone │ ANSWERED \[int_\w+\] 0 \(Yes\)$",
     r"phone │ RING for \d+ s$",
@@ -84,12 +86,12 @@ def test_the_demo_calls_every_tool_and_shows_what_the_phone_did(tmp_path: Path) 
 
     assert returncode == 0, f"{stdout}\n{stderr}"
     for tool in TOOLS:
-        assert re.search(rf"^\[\d+/11\] {tool}:", stdout, re.MULTILINE), f"no step for {tool}:\n{stdout}"
+        assert re.search(rf"^\[\d+/12\] {tool}:", stdout, re.MULTILINE), f"no step for {tool}:\n{stdout}"
     for line in PHONE_LINES:
         assert re.search(line, stdout, re.MULTILINE), f"the phone printed no {line!r}:\n{stdout}"
     assert re.search(r'consent page: "relaybox demo" asks to connect; it shows the code \d{3} \d{3}', stdout)
     assert "phone │ confirmed: relaybox demo asks to connect to this phone" in stdout
-    assert "All 11 steps worked" in stdout
+    assert "All 12 steps worked" in stdout
     assert TRACEBACK not in stdout + stderr
     assert stderr == ""
     assert not temporary_folder(stdout).exists()
@@ -102,7 +104,7 @@ def test_a_stopped_demo_stops_the_server_and_phone_and_removes_its_folder(tmp_pa
     assert demo.stdout is not None
     reader = LineReader(demo.stdout)
     deadline = time.monotonic() + 60
-    while (line := reader.next_line(deadline)) is not None and not line.startswith("[4/11]"):
+    while (line := reader.next_line(deadline)) is not None and not line.startswith("[4/12]"):
         pass
     assert line is not None, "".join(reader.lines)
     folder = temporary_folder("".join(reader.lines))

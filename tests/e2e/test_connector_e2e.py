@@ -70,12 +70,23 @@ async def test_every_tool_reaches_the_virtual_phone(
     ) as client:
         with anyio.fail_after(60):
             tools = await client.list_tools()
-        assert len(tools.tools) == 8
+        assert len(tools.tools) == 9
         assert browser.confirmations and "relaybox tests" in browser.confirmations[0]
 
         sent = await client.call_tool("send_notification", {"message": "the build is green", "title": "CI"})
         assert not sent.is_error, sent
         await wait_line(phone, re.compile(r"notification: CI .* the build is green"))
+        progress = {"message": "deploy 2/2", "sequence_id": "deploy-7", "tags": ["rocket"]}
+        for message in ("deploy 1/2", "deploy 2/2"):
+            stepped = await client.call_tool("send_notification", progress | {"message": message})
+            assert (
+                stepped.structured_content is not None
+                and stepped.structured_content["sequence_id"] == "deploy-7"
+            )
+        await wait_line(phone, re.compile(r"notification \(replaces deploy-7\): 🚀 deploy 2/2$"))
+        cleared = await client.call_tool("clear_notification", {"sequence_id": "deploy-7"})
+        assert not cleared.is_error, cleared
+        await wait_line(phone, re.compile(r"notification cleared: deploy-7$"))
 
         at = int(time.time()) + 3
         armed = await client.call_tool("remind_me", {"message": "stretch your legs", "at": at})
@@ -127,7 +138,7 @@ async def test_a_client_asking_to_be_confidential_is_registered_public_and_conne
         ):
             with anyio.fail_after(60):
                 tools = await client.list_tools()
-    assert len(tools.tools) == 8
+    assert len(tools.tools) == 9
     assert storage.client_info is not None
     assert storage.client_info.token_endpoint_auth_method == "none"
     assert storage.client_info.client_secret is None

@@ -137,7 +137,7 @@ def test_the_web_phone_answers_confirms_reminds_rings_and_receives_a_document(
                 away = {"title": "While away", "message": "kept for you"}
                 assert http.post("/v1/send", json=away, headers=auth).status_code == 200
             page.goto(f"{url}/app/")
-            page.locator("#inbox li", has_text="While away: kept for you").wait_for()
+            page.locator("#inbox li.note", has_text="While away").filter(has_text="kept for you").wait_for()
             assert page.locator("#questions li").count() == 0  # nothing already seen comes again
             disconnect = page.get_by_role("button", name="Disconnect relaybox tests")
             while (listed := disconnect.count()) > 0:  # one grant per consent the assistant asked for

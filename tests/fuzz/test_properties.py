@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -232,7 +233,20 @@ def test_canonical_json_refuses_what_json_cannot_say(value: float) -> None:
 
 # ----------------------------------------------------------------------------- send fields
 
-FIELDS = ("message", "title", "priority", "tags", "url", "url_title", "actions", "markdown", "ttl", "device")
+FIELDS = (
+    "message",
+    "title",
+    "priority",
+    "tags",
+    "url",
+    "url_title",
+    "actions",
+    "markdown",
+    "ttl",
+    "device",
+    "sequence_id",
+    "icon",
+)
 no_space = st.one_of(
     st.characters(exclude_categories=["Zs", "Zl", "Zp", "Cc"]), st.sampled_from("\ud800/?#%")
 )
@@ -258,9 +272,18 @@ near_valid: dict[str, st.SearchStrategy[Any]] = {
     "url": urls,
     "url_title": st.text(min_size=1, max_size=120),
     "actions": st.lists(
-        st.fixed_dictionaries({"label": mostly(words, texts), "url": urls}),
+        st.fixed_dictionaries(
+            {"label": mostly(words, texts), "url": urls},
+            optional={
+                "action": st.sampled_from(["view", "http", "HTTP", "broadcast"]),
+                "method": any_case(["POST", "PUT", "GET", "DELETE"]),
+                "body": st.text(max_size=600),
+            },
+        ),
         max_size=MAX_ACTIONS + 1,
     ),
+    "sequence_id": st.one_of(st.from_regex(r"\A[A-Za-z0-9._~-]{1,64}\Z"), st.text(max_size=70)),
+    "icon": urls,
     "markdown": st.sampled_from(["true", "FALSE", "1", "0", "yes", "off", 0, 1, True, False, 2]),
     "ttl": st.one_of(st.integers(), st.floats(), st.integers().map(str), st.floats().map(str)),
     "device": selectors,
@@ -284,6 +307,14 @@ def assert_within_limits(note: Notification) -> None:
     for url in [note.url, *(action.url for action in note.actions)]:
         assert url is None or utf8_size(url) <= URL_MAX_BYTES
         assert url is None or urlsplit(url).scheme.lower() in ("http", "https")
+    assert note.icon is None or (
+        utf8_size(note.icon) <= URL_MAX_BYTES and note.icon.lower().startswith("https:")
+    )
+    assert note.sequence_id is None or re.fullmatch(r"[A-Za-z0-9._~-]{1,64}", note.sequence_id)
+    for action in note.actions:
+        assert action.kind in ("view", "http")
+        assert (action.method is None) == (action.kind == "view")
+        assert action.body is None or (action.method != "GET" and 1 <= utf8_size(action.body) <= 512)
     assert note.url_title is None or 1 <= utf8_size(note.url_title) <= URL_TITLE_MAX_BYTES
     assert len(note.actions) <= MAX_ACTIONS
     assert all(1 <= utf8_size(action.label) <= ACTION_LABEL_MAX_BYTES for action in note.actions)

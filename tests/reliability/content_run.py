@@ -96,12 +96,25 @@ def send_json(c: Caller) -> None:
                     {
                         "label": m.new("send.actions.label"),
                         "url": f"https://example.com/{m.new('send.actions.url')}",
-                    }
+                    },
+                    {
+                        "action": "http",
+                        "label": m.new("send.actions.http_label"),
+                        "url": f"https://example.com/{m.new('send.actions.http_url')}",
+                        "body": m.new("send.actions.http_body"),
+                    },
                 ],
+                "icon": f"https://example.com/{m.new('send.icon')}.png",
+                "sequence_id": m.new("send.sequence_id"),
             },
         ),
         200,
     )
+
+
+def clear_notification(c: Caller) -> None:
+    sequence_id = c.markers.new("clear.sequence_id")
+    expect(c.http.delete(f"/v1/notifications/{sequence_id}"), 200)
 
 
 def send_path_token(c: Caller) -> None:
@@ -186,6 +199,7 @@ Door = Callable[[Caller], None]
 REST_DOORS: list[tuple[Door, tuple[str, ...]]] = [
     (send_json, ("POST /v1/send",)),
     (send_path_token, ("POST /v1/send/{token}",)),
+    (clear_notification, ("DELETE /v1/notifications/{sequence_id}",)),
     (pushover_shim, ("POST /v1/messages.json",)),
     (reminders, ("POST /v1/reminders", "DELETE /v1/reminders/{reminder_id}")),
     (interactions, ("POST /v1/interactions",)),
@@ -234,8 +248,18 @@ async def tool_send_notification(client: Client, m: Markers) -> None:
             "message": m.new("tool.send.message"),
             "title": m.new("tool.send.title"),
             "tags": [m.new("tool.send.tags")],
+            "sequence_id": m.new("tool.send.sequence_id"),
+            "actions": [
+                {
+                    "action": "http",
+                    "label": m.new("tool.send.actions.label"),
+                    "url": f"https://example.com/{m.new('tool.send.actions.url')}",
+                    "body": m.new("tool.send.actions.body"),
+                }
+            ],
         },
     )
+    await tool(client, "clear_notification", {"sequence_id": m.new("tool.clear.sequence_id")})
 
 
 async def tool_reminders(client: Client, m: Markers) -> None:
@@ -271,7 +295,7 @@ async def tool_ring_and_list(client: Client, _m: Markers) -> None:
 
 ToolDoor = Callable[[Client, Markers], Awaitable[None]]
 TOOL_DOORS: list[tuple[ToolDoor, tuple[str, ...]]] = [
-    (tool_send_notification, ("send_notification",)),
+    (tool_send_notification, ("send_notification", "clear_notification")),
     (tool_reminders, ("remind_me", "cancel_reminder")),
     (tool_approval, ("request_approval", "check_reply")),
     (tool_send_file, ("send_file",)),

@@ -69,7 +69,16 @@ def phone_shots(browser: Browser, url: str) -> None:
         page.locator("#new-token").wait_for(state="visible")
         token = page.locator("#new-token-value").inner_text()
         headers = {"Authorization": f"Bearer {token}"}
-        http.post("/v1/send", json={"title": "Backup", "message": "Backup done"}, headers=headers)
+        backup = {
+            "title": "Backup",
+            "message": "**Done** in 3 min: 12 GB to the NAS.",
+            "markdown": True,
+            "tags": ["white_check_mark", "nightly"],
+            "url": "https://backup.example/runs/42",
+            "url_title": "Run 42",
+            "actions": [{"label": "Open log", "url": "https://backup.example/runs/42/log"}],
+        }
+        http.post("/v1/send", json=backup, headers=headers)
     page.locator("#inbox li").first.wait_for()
     page.locator("#notify-title").scroll_into_view_if_needed()
     shoot(page, "app-notification")

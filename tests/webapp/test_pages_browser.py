@@ -13,7 +13,7 @@ from playwright.sync_api import BrowserContext, BrowserType, Page, Response, Vie
 
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, watched
 from tests.webapp.accessibility import focusable, low_contrast, tab_through
-from webapp.assets import CONTENT_SECURITY_POLICY, IMMUTABLE, REVALIDATE
+from webapp.assets import CONTENT_SECURITY_POLICY, IMMUTABLE, REVALIDATE, WORKER_CONTENT_SECURITY_POLICY
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 PAGES = ["/", "/docs", "/app/", "/app/no-such-page"]
@@ -111,7 +111,8 @@ def test_every_file_a_page_loads_arrives_with_its_cache_policy_and_the_policy(
     assert {"page", "css", "js", "svg"} <= kinds, kinds
     assert any("/static/vendor/" in url for url in arrived)
     for url, headers in arrived.items():
-        assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY, url
+        expected = WORKER_CONTENT_SECURITY_POLICY if url.endswith("/app/sw.js") else CONTENT_SECURITY_POLICY
+        assert headers["content-security-policy"] == expected, url
         assert headers["x-content-type-options"] == "nosniff", url
         assert headers["cache-control"] == (IMMUTABLE if "/static/vendor/" in url else REVALIDATE), url
 

@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.helpers import error_code
-from webapp.assets import CONTENT_SECURITY_POLICY, IMMUTABLE, REVALIDATE
+from webapp.assets import CONTENT_SECURITY_POLICY, IMMUTABLE, REVALIDATE, WORKER_CONTENT_SECURITY_POLICY
 
 CSP_DIRECTIVES = [
     "default-src 'self'",
@@ -51,9 +51,21 @@ def test_each_kind_of_file_has_its_type_cache_policy_and_the_security_headers(
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["referrer-policy"] == "no-referrer"
     assert response.headers["x-frame-options"] == "DENY"
+    if path == "/app/sw.js":
+        assert response.headers["content-security-policy"] == WORKER_CONTENT_SECURITY_POLICY
+        return
     policy = [part.strip() for part in response.headers["content-security-policy"].split(";")]
     assert all(directive in policy for directive in CSP_DIRECTIVES), policy
     assert not any("unsafe" in part or "http" in part for part in policy), policy
+
+
+def test_only_the_service_worker_may_connect_elsewhere_and_in_nothing_else_does_it_differ() -> None:
+    """The worker makes the request of a notification button the person tapped (docs/protocol.md);
+    a page's policy keeps every connection to its own origin."""
+    page = CONTENT_SECURITY_POLICY.split("; ")
+    worker = WORKER_CONTENT_SECURITY_POLICY.split("; ")
+    assert [a for a, b in zip(page, worker, strict=True) if a != b] == ["connect-src 'self'"]
+    assert [b for a, b in zip(page, worker, strict=True) if a != b] == ["connect-src 'self' http: https:"]
 
 
 def test_the_policy_allows_nothing_inline_and_no_other_origin() -> None:

@@ -6,6 +6,7 @@ import { ApiError, call } from "/app/api.js";
 import { confirmCode, curlLine, grants, openFrame, registerPhone, reportBuild, tokens } from "/app/phone.js";
 import { operation, push, question, schedule } from "/app/phone_ops.js";
 import { describe, safetyNumberWithPhone, startPairing, waitForPhone } from "/app/computer.js";
+import { clearNotification, showNotification } from "/app/inbox.js";
 import "/app/store.js";
 import { follow } from "/app/stream.js";
 import { fromBase64Url } from "/static/relaybox-wire.js";
@@ -114,8 +115,9 @@ async function onFrame(identity, frame) {
   if (frame.event === "envelope") {
     const payload = openFrame(identity, frame.data);
     if (payload.type === "notification") {
-      ui.entry("inbox", payload.title ? `${payload.title}: ${payload.message}` : payload.message);
-      await notify(payload);
+      await showNotification(payload, ui);
+    } else if (payload.type === "notification_clear") {
+      await clearNotification(String(payload.sequence_id));
     } else if (payload.type === "interaction_request") {
       question(identity, payload, ui);
     } else if (!(await operation(identity, payload, ui))) {

@@ -3,8 +3,12 @@
  * Safari 16.4+ included), registered at /app/sw.js with the scope /app/. A push carries the
  * server's push message as JSON (docs/protocol.md "Delivery"); a notification's envelope comes
  * inline as `payload`, and so does a reminder the server pushes at its time, and is opened here
- * with the key this browser keeps in IndexedDB, so the text exists in clear only on this device. A bare wake-up ("notify") says there is something to
- * read and opens the app when tapped.
+ * with the key this browser keeps in IndexedDB, so the text exists in clear only on this device.
+ * A bare wake-up ("notify") says there is something to read and opens the app when tapped.
+ *
+ * A notification of a sequence already shown replaces it (the same tag). An http button's request
+ * is sent from here, when tapped in the notification or in the open app (which asks by message):
+ * this worker's policy alone lets it connect to other origins (webapp/assets.py).
  */
 importScripts(
   "/static/vendor/tweetnacl-1.0.3/nacl-fast.js",
@@ -12,9 +16,11 @@ importScripts(
   "/static/relaybox-wire-nacl.js",
   "/app/store.js",
   "/app/answer.js",
+  "/app/notes.js",
 );
 
 var wire = self.relayboxWire;
+var notes = self.relayboxNotes;
 
 self.addEventListener("install", function (event) {
   event.waitUntil(self.skipWaiting());
@@ -24,13 +30,18 @@ self.addEventListener("activate", function (event) {
   event.waitUntil(self.clients.claim());
 });
 
-/** The notification a push message asks for: {title, options}. */
-function notificationFor(message, identity) {
+/**
+ * The notification a push message asks for: {title, options}, or {clear: sequence} for a clear (the
+ * server pushes none to a browser phone, which finds them in its queue when the app opens; one
+ * pushed anyway is applied, showing nothing).
+ */
+function notificationFor(message, identity, emoji) {
   if (message.payload && identity) {
     try {
       var opened = wire.openEnvelope(wire.fromBase64(message.payload), identity.secretKey, identity.serverPublicKey);
       var note = JSON.parse(wire.fromUtf8(opened));
-      if (note.type === "notification") return shown(note);
+      if (note.type === "notification") return notes.shown(note, emoji);
+      if (note.type === "notification_clear") return { clear: String(note.sequence_id) };
       if (note.type === "reminder") return reminded(note);
       if (note.type === "interaction_request") return asked(note);
     } catch (error) {
@@ -97,26 +108,11 @@ function reminded(reminder) {
   };
 }
 
-/** Title, body, priority and click URL of a notification payload (core/domain/payloads.py). */
-function shown(note) {
-  var urgent = note.priority === "high" || note.priority === "urgent";
-  var actions = (note.actions || []).slice(0, 2); // what browsers show at most
-  return {
-    title: note.title || "relaybox",
-    options: {
-      body: note.message,
-      tag: note.id,
-      requireInteraction: urgent,
-      silent: note.priority === "min",
-      actions: actions.map(function (action, index) {
-        return { action: String(index), title: action.label };
-      }),
-      data: {
-        url: note.url || "/app/",
-        actions: actions.map(function (action) { return action.url; }),
-      },
-    },
-  };
+/** Close the notifications of a sequence (a `notification_clear`). */
+function cleared(sequenceId) {
+  return self.registration.getNotifications({ tag: sequenceId }).then(function (shownNow) {
+    shownNow.forEach(function (notification) { notification.close(); });
+  });
 }
 
 self.addEventListener("push", function (event) {
@@ -127,14 +123,28 @@ self.addEventListener("push", function (event) {
     message = {};
   }
   event.waitUntil(
-    self.relayboxStore.load().then(function (identity) {
-      var note = notificationFor(message, identity);
+    Promise.all([self.relayboxStore.load(), notes.emojiTable()]).then(function (loaded) {
+      var note = notificationFor(message, loaded[0], loaded[1]);
+      if (note.clear) return cleared(note.clear);
       return self.registration.showNotification(note.title, note.options);
     }),
   );
 });
 
-/** A tap opens the notification's click URL or its action's URL, or answers a question. */
+/** Send a tapped http button's request, then say in the notification's place how it went. */
+function tapped(action, data) {
+  return notes.perform(action).then(function (result) {
+    return self.registration.showNotification(result.sent ? "Sent" : "Not sent", {
+      body: notes.outcome(action.label, result),
+      tag: data.key,
+      silent: true,
+      data: { url: "/app/" },
+    });
+  });
+}
+
+/** A tap opens the notification's click URL or its view button's URL, sends its http button's
+ * request, or answers a question. */
 self.addEventListener("notificationclick", function (event) {
   event.notification.close();
   var data = event.notification.data || {};
@@ -145,6 +155,20 @@ self.addEventListener("notificationclick", function (event) {
     }));
     return;
   }
-  var url = (event.action && data.actions && data.actions[Number(event.action)]) || data.url || "/app/";
+  var action = event.action && data.actions ? data.actions[Number(event.action)] : null;
+  if (action && action.action === "http") {
+    event.waitUntil(tapped(action, data));
+    return;
+  }
+  var url = (action && notes.webUrl(action.url)) || data.url || "/app/";
   event.waitUntil(self.clients.openWindow(url));
+});
+
+/** The open app's http button: {type: "relaybox-action", action}; the outcome goes back on the port. */
+self.addEventListener("message", function (event) {
+  var request = event.data || {};
+  if (request.type !== "relaybox-action" || !request.action || !event.ports[0]) return;
+  event.waitUntil(notes.perform(request.action).then(function (result) {
+    event.ports[0].postMessage(result);
+  }));
 });

@@ -25,7 +25,7 @@ import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TypedDict
 
 HERE = Path(__file__).resolve().parent
@@ -40,6 +40,11 @@ class Pin:
     version: str
     files: tuple[str, ...]  # what the pages load, from the tarball's package/ folder
     license: str
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        """The files' names in the vendor folder: each kept flat, under its own name."""
+        return tuple(PurePosixPath(path).name for path in self.files)
 
     @property
     def directory(self) -> str:
@@ -58,6 +63,11 @@ PINS = (
     Pin("@noble/ciphers", "2.4.0", ("chacha.js", "_arx.js", "_poly1305.js", "utils.js"), "MIT"),
     # HKDF-SHA-256 and SHA-256: ES modules, for the pages.
     Pin("@noble/hashes", "2.4.0", ("hkdf.js", "hmac.js", "sha2.js", "_md.js", "_u64.js", "utils.js"), "MIT"),
+    # Markdown to HTML for the open web app's notifications (webapp/app/inbox.js: raw HTML off, links
+    # http/https/mailto only, no images). Its browser bundle carries its dependencies: entities
+    # (BSD-2-Clause), linkify-it, mdurl, uc.micro and punycode.js (MIT). 14.3.3: the 14 line's latest,
+    # past the ReDoS fixed in 14.1.1 (GHSA-38c4-r59v-3vqw) and CVE-2026-48988 (14.2.0).
+    Pin("markdown-it", "14.3.3", ("dist/markdown-it.min.js",), "MIT"),
 )
 
 
@@ -106,7 +116,7 @@ def committed_problems(root: Path = HERE) -> list[str]:
         if recorded != wanted:
             problems.append(f"{pin.directory}: manifest says {recorded}, PINS {wanted}")
         files = entry["files"]
-        if sorted(files) != sorted((*pin.files, LICENSE)):
+        if sorted(files) != sorted((*pin.kept, LICENSE)):
             problems.append(f"{pin.directory}: manifest files {sorted(files)} are not PINS + LICENSE")
         folder = root / pin.directory
         present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
@@ -150,7 +160,7 @@ def _extract(tarball: bytes, names: tuple[str, ...], spec: str, workdir: Path) -
             handle = archive.extractfile(member) if member.isfile() else None
             if handle is None:
                 raise VendorError(f"{spec}: package/{name} is not a regular file")
-            found[name] = handle.read()
+            found[PurePosixPath(name).name] = handle.read()
     return found
 
 

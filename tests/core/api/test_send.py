@@ -79,7 +79,7 @@ def test_json_and_form_bodies_carry_every_field(
     assert client.post("/v1/send", data=form, headers=bearer(token)).status_code == 200
     first, second = queued_payloads(core, computer)
     assert first["title"] == "CI" and first["tags"] == ["ci", "red"] and first["markdown"] is True
-    assert first["actions"] == [{"label": "Retry", "url": "https://ci.example/retry"}]
+    assert first["actions"] == [{"action": "view", "label": "Retry", "url": "https://ci.example/retry"}]
     assert second["message"] == "via form" and second["tags"] == ["a", "b"]
 
 

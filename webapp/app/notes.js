@@ -1,0 +1,124 @@
+/*
+ * A notification payload (docs/protocol.md "Server-composed payloads") as this phone shows it, for
+ * the page and the service worker alike: its sequence (`sequence_id`, else `id`: a notification of
+ * the same sequence replaces the one shown, as the OS notification's tag), its tags that are emoji
+ * short codes as emoji before the title (the one table both reference phones read,
+ * /static/emoji-tags.json), and its http buttons, sent only when the person taps one. A classic
+ * script: the page imports it, the service worker loads it with importScripts.
+ *
+ * The OS notification shows the message as plain text (Markdown markers stay as typed; the open app
+ * renders Markdown), its first two buttons (what browsers show), and no icon: loading the sender's
+ * image would be a request to a third party, telling it when the notification was seen.
+ */
+(function (scope) {
+  "use strict";
+  var TABLE_URL = "/static/emoji-tags.json";
+  var ACTION_TIMEOUT_MS = 10000;
+  var OS_ACTIONS = 2;
+  var table = null;
+
+  /** The sequence a notification belongs to: a later one with the same key replaces it. */
+  function key(note) {
+    return note.sequence_id || note.id;
+  }
+
+  /** Short code → emoji, fetched from this server once (an empty table if that fails). */
+  function emojiTable() {
+    if (!table) {
+      table = fetch(TABLE_URL)
+        .then(function (response) { return response.ok ? response.json() : { tags: {} }; })
+        .then(function (document) { return document.tags || {}; })
+        .catch(function () { table = null; return {}; });
+    }
+    return table;
+  }
+
+  /** {emoji, others}: the tags that are short codes as emoji, and the rest as text, each in order. */
+  function splitTags(tags, emoji) {
+    var split = { emoji: [], others: [] };
+    (Array.isArray(tags) ? tags : []).forEach(function (tag) {
+      if (Object.prototype.hasOwnProperty.call(emoji, tag)) split.emoji.push(emoji[tag]);
+      else split.others.push(String(tag));
+    });
+    return split;
+  }
+
+  /** {title, body}: the emoji before the title, or before the message when there is no title. */
+  function heading(note, emoji) {
+    var lead = splitTags(note.tags, emoji).emoji;
+    if (note.title) return { title: lead.concat([note.title]).join(" "), body: note.message };
+    return { title: "relaybox", body: lead.concat([note.message]).join(" ") };
+  }
+
+  /** The OS notification of a payload: {title, options} for showNotification. */
+  function shown(note, emoji) {
+    var urgent = note.priority === "high" || note.priority === "urgent";
+    var actions = (note.actions || []).slice(0, OS_ACTIONS);
+    var text = heading(note, emoji);
+    return {
+      title: text.title,
+      options: {
+        body: text.body,
+        tag: key(note),
+        renotify: urgent, // a replacement is quiet unless it matters
+        requireInteraction: urgent,
+        silent: note.priority === "min",
+        actions: actions.map(function (action, index) {
+          return { action: String(index), title: action.label };
+        }),
+        data: { url: webUrl(note.url) || "/app/", actions: actions, key: key(note) },
+      },
+    };
+  }
+
+  /** `url` when it is an http(s) URL (what the server lets through), else null. */
+  function webUrl(url) {
+    return typeof url === "string" && /^https?:\/\//i.test(url) ? url : null;
+  }
+
+  /**
+   * Send an http button's request: no credentials, no referrer. POST and GET go as simple requests
+   * (`no-cors`: the far end gets them whatever its CORS policy, and the answer cannot be read); PUT
+   * needs the far end's CORS consent. Resolves to {sent, status?, error?}, never rejects.
+   */
+  function perform(action) {
+    var method = action.method || "POST";
+    var controller = new AbortController();
+    var timer = setTimeout(function () { controller.abort(); }, ACTION_TIMEOUT_MS);
+    var init = {
+      method: method,
+      mode: method === "PUT" ? "cors" : "no-cors",
+      credentials: "omit",
+      referrerPolicy: "no-referrer",
+      cache: "no-store",
+      signal: controller.signal,
+    };
+    if (action.body && method !== "GET") init.body = action.body;
+    if (!webUrl(action.url)) return Promise.resolve({ sent: false, error: "not an http(s) URL" });
+    return fetch(action.url, init)
+      .then(function (response) {
+        return response.type === "opaque" ? { sent: true } : { sent: true, status: response.status };
+      })
+      .catch(function (error) {
+        return { sent: false, error: error.name === "AbortError" ? "no answer in 10 s" : error.message };
+      })
+      .finally(function () { clearTimeout(timer); });
+  }
+
+  /** One sentence for the outcome of a tapped http button. */
+  function outcome(label, result) {
+    if (!result.sent) return "Could not send " + label + ": " + result.error + ".";
+    return result.status ? "Sent " + label + " (HTTP " + result.status + ")." : "Sent " + label + ".";
+  }
+
+  scope.relayboxNotes = {
+    key: key,
+    emojiTable: emojiTable,
+    splitTags: splitTags,
+    heading: heading,
+    shown: shown,
+    webUrl: webUrl,
+    perform: perform,
+    outcome: outcome,
+  };
+})(typeof self !== "undefined" ? self : globalThis);
