@@ -9,6 +9,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from core.api.forms import read_fields
 from core.api.routing import Call, Endpoint
+from core.domain import urgent
 from core.domain.notification import DEVICE_SELECTOR_SCHEMA, URL_SCHEMA
 from core.services.auth import Accept
 from core.services.send import SendOut, send_notification
@@ -24,6 +25,9 @@ SEND_ERRORS = (
     "invalid_tags",
     "invalid_markdown",
     "invalid_ttl",
+    "repeat_requires_urgent",
+    "invalid_repeat",
+    "invalid_expire",
     "invalid_device",
     "no_matching_device",
     "priority_capped",
@@ -31,6 +35,8 @@ SEND_ERRORS = (
     "payload_too_large",
     "no_phone_device",
     "rate_limit_exceeded",
+    "too_many_urgent",
+    "phone_app_outdated",
 )
 
 
@@ -38,6 +44,10 @@ class ActionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     label: str = Field(min_length=1, max_length=8, description="1-32 bytes of UTF-8: 8 characters always fit")
     url: str = Field(json_schema_extra=URL_SCHEMA)
+
+
+RepeatSeconds = Annotated[int, Field(ge=urgent.REPEAT_MIN_S, le=urgent.REPEAT_MAX_S)]
+ExpireSeconds = Annotated[int, Field(ge=urgent.EXPIRE_MIN_S, le=urgent.EXPIRE_MAX_S)]
 
 
 class SendRequest(BaseModel):
@@ -69,6 +79,15 @@ class SendRequest(BaseModel):
     ttl: int | SkipJsonSchema[None] = Field(
         default=None, description="seconds kept for devices not connected; clamped to 0-259200"
     )
+    repeat: RepeatSeconds | SkipJsonSchema[None] = Field(
+        default=None,
+        description='with priority "urgent" only: alert again every this many seconds until '
+        "acknowledged; the answer then carries a receipt",
+    )
+    expire: ExpireSeconds | SkipJsonSchema[None] = Field(
+        default=None,
+        description=f"with repeat: stop repeating after this long, default {urgent.EXPIRE_DEFAULT_S}",
+    )
 
 
 async def send(call: Call) -> BaseModel:
@@ -96,7 +115,11 @@ SEND_DESCRIPTION = (
     "Body: JSON, form-encoded, or plain text (no Content-Type or text/plain: the whole body is the "
     "message). Fields: message (1-1500 bytes), title (1-100 bytes), priority (min|low|default|high|"
     "urgent), tags (up to 5), url, url_title, actions [{label, url}] (up to 3), device (all, phone, "
-    "desktop, names, ids, comma lists), markdown, ttl (seconds, 0-259200)."
+    "desktop, names, ids, comma lists), markdown, ttl (seconds, 0-259200). Urgent until acknowledged: "
+    'with priority "urgent", repeat (seconds, 30-3600) makes the phone alert again that often until a '
+    "device acknowledges it, the sender cancels it, or expire (seconds, 60-10800, default 3600) "
+    "passes; the answer's receipt is polled at GET /v1/receipts/{id} and cancelled at POST "
+    "/v1/receipts/{id}/cancel."
 )
 
 ENDPOINTS = [

@@ -7,8 +7,11 @@
 | interaction_text | 426                    | allowed silently           |
 | ring             | 426                    | allowed, with a warning    |
 | documents        | 426                    | 428 phone_app_unknown      |
+| urgent_repeat    | 426                    | allowed silently           |
 
-``interaction_text`` gates a question with ``allow_text`` (the phone must offer a text box).
+``interaction_text`` gates a question with ``allow_text`` (the phone must offer a text box);
+``urgent_repeat`` an urgent send with ``repeat`` (the phone must alert again until acknowledged,
+and offer the acknowledgement: an older build shows it once and never acknowledges).
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ class Feature(enum.Enum):
     INTERACTION_TEXT = "interaction_text"
     RING = "ring"
     DOCUMENTS = "documents"
+    URGENT_REPEAT = "urgent_repeat"
+
+
+SILENT_WHEN_UNKNOWN = (Feature.INTERACTIONS, Feature.INTERACTION_TEXT, Feature.URGENT_REPEAT)
 
 
 def account_phone(tx: Tx, account_id: str) -> Device:
@@ -50,7 +57,7 @@ def gate(tx: Tx, phone: Device, feature: Feature) -> list[str]:
     if phone.app_build is None:
         if feature is Feature.DOCUMENTS:
             raise RelayError("phone_app_unknown")
-        return [] if feature in (Feature.INTERACTIONS, Feature.INTERACTION_TEXT) else [UNKNOWN_BUILD_WARNING]
+        return [] if feature in SILENT_WHEN_UNKNOWN else [UNKNOWN_BUILD_WARNING]
     if phone.app_build < minimum:
         raise RelayError("phone_app_outdated", details={"app_build": phone.app_build, "minimum": minimum})
     return []

@@ -10,6 +10,7 @@ from sqlmodel import col
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
 from core.runtime.tx import Tx
+from core.services.receipts import RETENTION_S as RECEIPT_RETENTION_S
 from core.services.transfers import expire_transfers
 from core.store.tables import (
     ConnectorGrant,
@@ -20,6 +21,7 @@ from core.store.tables import (
     ParkedAttachment,
     ParkedDocument,
     QueuedEnvelope,
+    Receipt,
     RegistrationChallenge,
     SenderToken,
 )
@@ -33,7 +35,8 @@ class SweepOut(BaseModel):
 
 def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
     """Remove expired pairing codes and results, consent sessions, queued envelopes, registration
-    challenges, parked documents and attachments, file transfers (with their objects), and
+    challenges, parked documents and attachments, file transfers (with their objects), urgent
+    receipts a day past their expiry, and
     revocation audit rows (sender tokens, connector grants with their tokens) older than the
     retention (30 days by default)."""
     if principal.kind is not PrincipalKind.SYSTEM:
@@ -54,6 +57,7 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
         "parked_attachments": delete(ParkedAttachment).where(col(ParkedAttachment.expires_at) <= now),
         # Kept a day past expiry so a caller polling late still hears "expired", not "not found".
         "interactions": delete(Interaction).where(col(Interaction.expires_at) <= now - 86_400),
+        "receipts": delete(Receipt).where(col(Receipt.expires_at) <= now - RECEIPT_RETENTION_S),
         "revoked_tokens": delete(SenderToken).where(
             col(SenderToken.revoked_at) <= now - tx.settings.revoked_token_retention_s
         ),

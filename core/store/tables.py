@@ -208,16 +208,37 @@ class ParkedAttachment(SQLModel, table=True):
 
 class ScheduledWakeUp(SQLModel, table=True):
     """A push to send at a set time (a web phone's reminder, which a closed browser cannot time
-    itself): the push message holds the reminder only as an envelope sealed to the device."""
+    itself), or every ``repeat_s`` until ``repeat_until`` (an urgent notification until it is
+    acknowledged): the push message holds its content only as an envelope sealed to the device."""
 
     __tablename__ = "scheduled_wake_ups"
 
     wake_id: str = Field(primary_key=True, max_length=40)
     device_id: str = Field(foreign_key="devices.device_id", index=True, max_length=36)
     due_at: int = Field(index=True)
-    tag: str = Field(index=True, max_length=64)  # the reminder's tag: a cancel finds it by this
+    tag: str = Field(index=True, max_length=64)  # a reminder's tag, a receipt's id: found by this
     message: str = Field(max_length=8192)  # the push message's JSON (type and fields)
     ttl_s: int
+    repeat_s: int | None = None
+    repeat_until: int | None = None
+
+
+class Receipt(SQLModel, table=True):
+    """An urgent notification that repeats until acknowledged: who may ask about it, the devices
+    it went to, and its state (never its text). Swept a day after it expires."""
+
+    __tablename__ = "receipts"
+
+    receipt_id: str = Field(primary_key=True, max_length=40)
+    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    msg_id: str = Field(max_length=40)
+    device_ids: str = Field(sa_column=Column(Text, nullable=False))  # comma list of its recipients
+    repeat_s: int
+    created_at: int
+    expires_at: int = Field(index=True)
+    acknowledged_at: int | None = None
+    acknowledged_by: str | None = Field(default=None, max_length=36)  # a device id
+    cancelled_at: int | None = None
 
 
 class ConsentSession(SQLModel, table=True):

@@ -231,6 +231,8 @@ SEMANTIC_REFUSALS = {
     "answer_interaction:text_not_allowed": "only a question asked with allow_text takes a typed reply",
     "answer_interaction:text_too_long": "the question's own text_max_chars, counted once the text is opened",
     "answer_interaction:invalid_text": "a text sealed by this phone to the server's key for this question",
+    "repeat_requires_urgent": "repeat and expire are taken with priority urgent only, a rule between fields",
+    "invalid_expire": "expire is taken with repeat only, a rule between fields",
     "pair_confirm:invalid_public_key": "must be the key this phone registered (its shape is documented)",
     "post_envelope:invalid_blob": "the envelope's first byte must be the wire version",
     "invalid_chunk_layout": "chunk_size against size and the server's chunk limits",
