@@ -1,20 +1,20 @@
-"""The eight connector tools, declared: each a module-level function and a ``Tool`` record of its
-name, the scope it needs, the function, its output and how it presents itself; ``TOOLS`` lists them
-in the order clients see. A function is a thin call of the core operation its REST twin uses, with
+"""The connector tools, declared: each a module-level function and a ``Tool`` record
+(``connector.tool_call``) of its name, the scope it needs, the function, its output and how it
+presents itself; ``TOOLS`` lists them in the order clients see (the urgent receipts' two last,
+from ``connector.receipt_tools``). A function is a thin call of the core operation its REST twin uses, with
 the connector grant as principal; its docstring is the description the model reads, and its
 parameters after ``call`` are the tool's arguments (``connector.tools`` registers them)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
-from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from connector import outputs
+from connector.receipt_tools import RECEIPT_TOOLS
+from connector.tool_call import CHANGES, READS, REPEATABLE, Tool, ToolCall
 from core.principal import (
     SCOPE_APPROVALS_WRITE,
     SCOPE_DEVICES_READ,
@@ -22,43 +22,10 @@ from core.principal import (
     SCOPE_NOTIFICATIONS_SEND,
     SCOPE_PHONE_CONTROL,
     SCOPE_REMINDERS_WRITE,
-    Principal,
 )
-from core.runtime.core import Core
 from core.services import device_list, documents, interactions, reminders, ring, send, typed_replies
 
 PROGRESS_STEP_S = 5  # request_approval reports progress between waits of at most this long
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call of a tool: the core it runs on and the verified connector grant making it."""
-
-    core: Core
-    principal: Principal
-
-    @property
-    def ip(self) -> str:
-        # Per-IP layers key on the grant: every assistant platform calls from a few shared addresses.
-        return f"grant:{self.principal.grant_id}"
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A tool as clients see it: ``operation`` runs it (``ToolCall`` first, then the arguments) and
-    returns an ``output``; the auth gate asks for ``scope`` before the call reaches it."""
-
-    name: str
-    scope: str
-    operation: Callable[..., Awaitable[BaseModel]]
-    output: type[BaseModel]
-    title: str
-    annotations: ToolAnnotations
-
-
-CHANGES = ToolAnnotations(read_only_hint=False, idempotent_hint=False)
-REPEATABLE = ToolAnnotations(read_only_hint=False, idempotent_hint=True)
-READS = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 
 
 async def send_notification(
@@ -70,6 +37,12 @@ async def send_notification(
     url: Annotated[str | None, Field(description="An http(s) link to open")] = None,
     device: Annotated[str | None, Field(description="all (default), phone, desktop, or device names")] = None,
     ttl: Annotated[int | None, Field(description="Seconds to keep it for devices that are offline")] = None,
+    repeat: Annotated[
+        int | None, Field(description="Priority urgent only: alert again every this many seconds (30-3600)")
+    ] = None,
+    expire: Annotated[
+        int | None, Field(description="With repeat: stop after this many seconds (60-10800, default 3600)")
+    ] = None,
 ) -> outputs.NotificationSent:
     """Push a notification to the user's phone (and their other devices).
 
@@ -77,6 +50,12 @@ async def send_notification(
     not for ordinary replies in the conversation. The text is encrypted to each device; the
     result lists the devices it went to and any fields that were trimmed. When ``device``
     names no device at all, nothing is sent and the call fails with ``no_matching_device``.
+
+    priority urgent with repeat makes the phone alert again and again until the user
+    acknowledges it (or expire passes): use it only when the user asked to be woken or alerted
+    until they respond, e.g. a production incident they are on call for, never for routine
+    updates. The result's receipt then goes to check_receipt (did they acknowledge, on which
+    device?) and cancel_receipt (stop the alarm once it no longer matters).
     """
     fields = {
         "message": message,
@@ -86,12 +65,15 @@ async def send_notification(
         "url": url,
         "device": device,
         "ttl": ttl,
+        "repeat": repeat,
+        "expire": expire,
     }
     sent = await call.core.run(send.send_notification, call.principal, fields=fields, ip=call.ip)
     return outputs.NotificationSent(
         id=sent.id,
         delivered_to=[outputs.Delivered(device_id=d.device_id, type=d.type) for d in sent.delivered_to],
         warnings=sent.warnings,
+        receipt=sent.receipt,
     )
 
 
@@ -271,4 +253,5 @@ TOOLS = [
         REPEATABLE,
     ),
     Tool("send_file", SCOPE_FILES_SEND, send_file, outputs.FileSent, "Send a file", CHANGES),
+    *RECEIPT_TOOLS,
 ]

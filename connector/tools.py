@@ -15,7 +15,8 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from connector.tool_set import TOOLS, Tool, ToolCall
+from connector.tool_call import Tool, ToolCall
+from connector.tool_set import TOOLS
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
