@@ -5,6 +5,7 @@
 import { ApiError, call } from "/app/api.js";
 import { confirmCode, curlLine, grants, openFrame, registerPhone, reportBuild, tokens } from "/app/phone.js";
 import { operation, push, question, schedule } from "/app/phone_ops.js";
+import { resumeUrgent, urgent } from "/app/urgent.js";
 import { describe, safetyNumberWithPhone, startPairing, waitForPhone } from "/app/computer.js";
 import "/app/store.js";
 import { follow } from "/app/stream.js";
@@ -80,12 +81,17 @@ async function renderGrants(identity) {
 async function notify(note) {
   if (!("Notification" in window) || Notification.permission !== "granted") return;
   const registration = await navigator.serviceWorker.ready;
-  await registration.showNotification(note.title || "relaybox", {
+  const options = {
     body: note.message,
     tag: note.id,
     requireInteraction: Boolean(note.urgent),
     data: { url: note.url || "/app/" },
-  });
+  };
+  if (note.receipt) { // an urgent alert: each repeat alerts anew, and the service worker acknowledges
+    Object.assign(options, { renotify: true, actions: [{ action: "ack", title: "Acknowledge" }] });
+    options.data.receipt = note.receipt;
+  }
+  await registration.showNotification(note.title || "relaybox", options);
 }
 
 /** What the operations use to show themselves on the page. */
@@ -115,7 +121,8 @@ async function onFrame(identity, frame) {
     const payload = openFrame(identity, frame.data);
     if (payload.type === "notification") {
       ui.entry("inbox", payload.title ? `${payload.title}: ${payload.message}` : payload.message);
-      await notify(payload);
+      if (payload.receipt) await urgent(payload, ui); // it notifies, again and again
+      else await notify(payload);
     } else if (payload.type === "interaction_request") {
       question(identity, payload, ui);
     } else if (!(await operation(identity, payload, ui))) {
@@ -182,6 +189,7 @@ async function showPhone(identity) {
   $("enable-push").addEventListener("click", guarded(() => enablePush(identity)));
   await Promise.all([renderTokens(identity), renderGrants(identity), reportBuild(identity)]);
   Object.values(identity.reminders || {}).forEach((reminder) => schedule(reminder, ui));
+  resumeUrgent(identity, ui);
   follow({
     token: identity.token,
     since: identity.lastSeq || 0,

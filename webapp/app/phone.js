@@ -18,7 +18,7 @@ import {
 const store = globalThis.relayboxStore;
 // The web app's build, reported as any phone reports its app's (the server's capability gates read
 // it: RELAYBOX_MIN_BUILD_*). Raise it with each release of the web phone's abilities.
-export const WEB_APP_BUILD = 2; // 2: typed replies to questions (allow_text)
+export const WEB_APP_BUILD = 3; // 2: typed replies to questions (allow_text); 3: urgent repeats
 
 export async function registerPhone(name) {
   const keys = generateKeyPair();
