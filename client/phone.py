@@ -14,7 +14,7 @@ from client.api import ApiError
 from client.device_api import CreatedToken, DeviceApi, TokenInfo
 from client.dispatch import Dispatcher, default_dispatcher, one_line
 from client.opener import Received
-from client.phone_api import Answered
+from client.phone_api import Acknowledged, Answered, PhoneApi
 from client.phone_ops import PhoneOps
 from client.questions import answer_question as _answer_question
 from client.relay import Relay, Relayed
@@ -145,6 +145,15 @@ def answer(
     reply ``text`` where the question allows one (alone where it has no choices). The server
     refuses a second answer (409 ``already_answered``) and a late one (``interaction_expired``)."""
     return _answer_question(load(path), interaction_id, choice_index, text, transport=transport)
+
+
+def acknowledge(path: Path, receipt: str, *, transport: httpx.BaseTransport | None = None) -> Acknowledged:
+    """Acknowledge an urgent notification (``receipt``, ``rcp_…``): it stops repeating on every
+    device. Answers the receipt's state: ``acknowledged``, also when another device was first, or
+    ``cancelled`` / ``expired`` when it was settled before."""
+    state = load(path)
+    with PhoneApi(state.server, state.device_token, transport=transport) as api:
+        return api.acknowledge_receipt(receipt)
 
 
 def run_dispatcher(path: Path, ops: PhoneOps | None = None) -> Dispatcher:

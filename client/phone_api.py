@@ -1,4 +1,5 @@
-"""The routes a phone uses for questions, documents and attachments, with its device credential."""
+"""The routes a phone uses for questions, urgent receipts, documents and attachments, with its
+device credential."""
 
 from __future__ import annotations
 
@@ -18,8 +19,15 @@ class Answered:
     choice_index: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class Acknowledged:
+    receipt: str
+    status: str  # acknowledged (by this device or another first), cancelled or expired
+
+
 class PhoneApi(RelayboxApi):
-    """The routes a phone uses for questions, documents and attachments (device credential)."""
+    """The routes a phone uses for questions, urgent receipts, documents and attachments (device
+    credential)."""
 
     def answer_interaction(
         self, interaction_id: str, choice_index: int | None, sealed_text: str | None = None
@@ -35,6 +43,16 @@ class PhoneApi(RelayboxApi):
         if not isinstance(status, str) or not (index is None or isinstance(index, int)):
             raise ApiError(200, "invalid_response", "the answer's outcome lacks its status")
         return Answered(interaction_id, status, index)
+
+    def acknowledge_receipt(self, receipt: str) -> Acknowledged:
+        """``POST /v1/receipts/{id}/acknowledge``: the urgent notification stops repeating on every
+        device. The first acknowledgement wins; one that comes later, or after a cancel or the
+        expiry, is answered with the receipt's state. 404 ``receipt_not_found`` is an ``ApiError``."""
+        raw = self._call("POST", f"/v1/receipts/{_path_segment(receipt)}/acknowledge")
+        status = raw.get("status") if isinstance(raw, dict) else None
+        if not isinstance(status, str):
+            raise ApiError(200, "invalid_response", "the acknowledgement's outcome lacks its status")
+        return Acknowledged(receipt, status)
 
     def pull_document(self, document_id: str) -> str:
         """``GET /v1/documents/{id}``: the document's envelope, base64; the server then forgets it."""

@@ -1,20 +1,21 @@
 """What the virtual phone does while ``relaybox phone run`` follows its stream: reminders
-(``client.reminders``), questions (``client.questions``), documents (``client.documents``) and the
-ring, here. ``PhoneOps`` builds one handler per operation over one phone connection and installs
-them into a ``Dispatcher``; each prints its own results through the shared ``Output`` and
-returns ``""``.
+(``client.reminders``), questions (``client.questions``), urgent alerts that repeat until
+acknowledged (``client.urgent``), documents (``client.documents``) and the ring, here.
+``PhoneOps`` builds one handler per operation over one phone connection and installs them into a
+``Dispatcher``; each prints its own results through the shared ``Output`` and returns ``""``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import httpx
 
 from client.attachments import PhoneAttachments
-from client.dispatch import Dispatcher, one_line
+from client.dispatch import Describe, Dispatcher, one_line
 from client.documents import PhoneDocuments
 from client.downloads import default_downloads_dir
 from client.lifecycle import Running
@@ -24,12 +25,14 @@ from client.phone_api import PhoneApi
 from client.questions import PhoneQuestions, server_box
 from client.reminders import PhoneReminders
 from client.state import DeviceState
+from client.urgent import PhoneUrgent
 
 
 class PhoneOps(Running):
     """The phone's handlers for ``relaybox phone run``. A context manager: entering re-arms the
-    reminders kept in the state file (firing those already due) and starts the reminder thread
-    and, when ``interactive``, the reader of typed answers on ``stdin_fd``.
+    reminders kept in the state file (firing those already due) and starts the reminder and
+    urgent-alert threads and, when ``interactive``, the reader of typed lines on ``stdin_fd``
+    (answers, and ``ack`` for an urgent alert).
 
     ``answer``: answer every question with that choice; ``answer_text``: and with that typed reply
     where one is allowed (alone where there are no choices). ``downloads``: where documents and
@@ -57,6 +60,8 @@ class PhoneOps(Running):
         self.downloads = downloads if downloads is not None else default_downloads_dir("phone")
         self._api = PhoneApi(state.server, state.device_token, transport=transport)
         self.reminders = PhoneReminders(path, state.device_id, output, clock=clock)
+        hint = 'type "ack" and Enter' if interactive else "relaybox phone ack RECEIPT"
+        self.urgent = PhoneUrgent(self._api, output, clock=clock, hint=hint)
         self.questions = PhoneQuestions(
             self._api,
             output,
@@ -66,36 +71,48 @@ class PhoneOps(Running):
             interactive=interactive,
             clock=clock,
             stdin_fd=stdin_fd,
+            other_lines=self.urgent.take_line,
         )
         self.documents = PhoneDocuments(self._api, state, output, self.downloads)
         self.attachments = PhoneAttachments(self._api, output, self.downloads)
 
     def start(self) -> None:
         self.reminders.start()
+        self.urgent.start()
         self.questions.start()
 
     def close(self) -> None:
         self.reminders.close()
+        self.urgent.close()
         self._api.close()
 
     def install(self, dispatcher: Dispatcher) -> Dispatcher:
+        shown = self.attachments.saving(dispatcher.payloads["notification"])
         dispatcher.pushes.update(
             {
                 "reminder": self.reminders.on_reminder,
                 "reminder_cancel": self.reminders.on_reminder_cancel,
                 "ring": self.on_ring,
                 "document": self.documents.on_document,
+                "urgent_stop": self.urgent.on_stop,
             }
         )
         dispatcher.payloads.update(
             {
                 "interaction_request": self.questions.on_question,
-                "notification": self.attachments.saving(dispatcher.payloads["notification"]),
+                "notification": partial(self.on_notification, shown),
                 "reminder": self.reminders.on_reminder,
                 "reminder_cancel": self.reminders.on_reminder_cancel,
+                "urgent_stop": self.urgent.on_stop,
             }
         )
         return dispatcher
+
+    def on_notification(self, shown: Describe, item: Received) -> str:
+        """A notification: ``shown`` (described, its attachment saved), and an urgent one
+        repeated until acknowledged."""
+        self.urgent.on_notification(item)
+        return shown(item)
 
     def on_ring(self, item: Received) -> str:
         """Print ``RING for <n> s`` and sound the terminal bell."""

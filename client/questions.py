@@ -40,7 +40,8 @@ class PhoneQuestions:
     with choice ``answer`` and, where a typed reply is allowed, ``answer_text`` (a question without
     choices takes ``answer_text`` alone); else, when ``interactive``, typed on ``stdin_fd`` (read by
     ``reader`` once started); else by ``relaybox phone answer`` later. ``box`` seals typed replies
-    to the server (``server_box``)."""
+    to the server (``server_box``). A typed line ``other_lines`` takes (returns true for) is not an
+    answer."""
 
     def __init__(
         self,
@@ -53,8 +54,10 @@ class PhoneQuestions:
         interactive: bool = False,
         clock: Callable[[], float] = time.time,
         stdin_fd: int = 0,
+        other_lines: Callable[[str], bool] = lambda _line: False,
     ) -> None:
         self.output = output
+        self._other_lines = other_lines
         self.answer = answer
         self.answer_text = answer_text
         self.automatic = answer is not None or answer_text is not None
@@ -171,8 +174,9 @@ class PhoneQuestions:
             return list(self._pending)
 
     def answer_typed(self, text: str) -> None:
-        """One line typed by the person at the terminal (see ``parse_answer_line``)."""
-        if not text.strip():
+        """One line typed by the person at the terminal (see ``parse_answer_line``), unless
+        ``other_lines`` takes it (``ack`` for an urgent alert)."""
+        if not text.strip() or self._other_lines(text):
             return
         try:
             question, reply = parse_answer_line(text, self.open_questions())

@@ -58,6 +58,12 @@ async def send_notification(
     sequence_id: Annotated[str | None, Field(description=SEQUENCE_ID)] = None,
     device: Annotated[str | None, Field(description="all (default), phone, desktop, or device names")] = None,
     ttl: Annotated[int | None, Field(description="Seconds to keep it for devices that are offline")] = None,
+    repeat: Annotated[
+        int | None, Field(description="Priority urgent only: alert again every this many seconds (30-3600)")
+    ] = None,
+    expire: Annotated[
+        int | None, Field(description="With repeat: stop after this many seconds (60-10800, default 3600)")
+    ] = None,
 ) -> outputs.NotificationSent:
     """Push a notification to the user's phone (and their other devices).
 
@@ -73,6 +79,12 @@ async def send_notification(
     rotating_light, tada) show as emoji. actions add up to 3 buttons for a one-tap follow-up: view
     opens a URL; http sends a request (POST by default) to a URL the user's own systems serve, only
     when tapped (for example a webhook that retries the job).
+
+    priority urgent with repeat makes the phone alert again and again until the user
+    acknowledges it (or expire passes): use it only when the user asked to be woken or alerted
+    until they respond, e.g. a production incident they are on call for, never for routine
+    updates. The result's receipt then goes to check_receipt (did they acknowledge, on which
+    device?) and cancel_receipt (stop the alarm once it no longer matters).
 
     The text is encrypted to each device; the result lists the devices it went to and any fields
     that were trimmed. When ``device`` names no device at all, nothing is sent and the call fails
@@ -91,6 +103,8 @@ async def send_notification(
         "sequence_id": sequence_id,
         "device": device,
         "ttl": ttl,
+        "repeat": repeat,
+        "expire": expire,
     }
     sent = await call.core.run(send.send_notification, call.principal, fields=fields, ip=call.ip)
     return outputs.NotificationSent(
@@ -98,6 +112,7 @@ async def send_notification(
         sequence_id=sent.sequence_id,
         delivered_to=outputs.delivered(sent.delivered_to),
         warnings=sent.warnings,
+        receipt=sent.receipt,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from core.services.interaction_models import CallbackStatus, InteractionOut
+from core.services.receipts import ReceiptOut
 from core.services.send import DeliveredTo
 
 
@@ -29,6 +30,10 @@ class NotificationSent(BaseModel):
         description="The devices it was encrypted to and sent or queued for"
     )
     warnings: list[str] = Field(description="Fields that were trimmed or device names that matched nothing")
+    receipt: str | None = Field(
+        default=None,
+        description="With priority urgent and repeat: pass it to check_receipt or cancel_receipt",
+    )
 
 
 class NotificationCleared(BaseModel):
@@ -116,3 +121,27 @@ class RingRequested(BaseModel):
 class FileSent(BaseModel):
     document_id: str
     byte_length: int
+
+
+class ReceiptState(BaseModel):
+    receipt: str
+    status: Literal["pending", "acknowledged", "expired", "cancelled"] = Field(
+        description="pending: the phone is still alerting; the others stop it"
+    )
+    acknowledged_at: int | None = Field(default=None, description="Epoch seconds")
+    acknowledged_by: str | None = Field(
+        default=None, description="The name of the device the user acknowledged on"
+    )
+    expires_at: int = Field(description="Epoch seconds when the phone stops alerting, unacknowledged")
+
+
+def receipt_state(out: ReceiptOut) -> ReceiptState:
+    """What a model sees of a receipt, the same for check_receipt and cancel_receipt."""
+    by = out.acknowledged_by
+    return ReceiptState(
+        receipt=out.receipt,
+        status=out.status,
+        acknowledged_at=out.acknowledged_at,
+        acknowledged_by=(by.name or by.device_id) if by is not None else None,
+        expires_at=out.expires_at,
+    )

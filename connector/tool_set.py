@@ -1,6 +1,7 @@
-"""The nine connector tools, declared: each a module-level function and a ``Tool`` record of its
-name, the scope it needs, the function, its output and how it presents itself; ``TOOLS`` lists them
-in the order clients see. A function is a thin call of the core operation its REST twin uses, with
+"""The connector tools, declared: each a module-level function and a ``Tool`` record of its name,
+the scope it needs, the function, its output and how it presents itself; ``TOOLS`` lists them in the
+order clients see (the urgent receipts' two last, from ``connector.receipt_tools``). A function is a
+thin call of the core operation its REST twin uses, with
 the connector grant as principal; its docstring is the description the model reads, and its
 parameters after ``call`` are the tool's arguments (``connector.tools`` registers them). The
 notification tools live in ``connector.notification_tools``; ``connector.tool_base`` has the records."""
@@ -14,6 +15,7 @@ from pydantic import Field
 
 from connector import outputs
 from connector.notification_tools import clear_notification, send_notification
+from connector.receipt_tools import RECEIPT_TOOLS
 from connector.tool_base import CHANGES, READS, REPEATABLE, Tool, ToolCall
 from core.principal import (
     SCOPE_APPROVALS_WRITE,
@@ -227,4 +229,5 @@ TOOLS = [
         REPEATABLE,
     ),
     Tool("send_file", SCOPE_FILES_SEND, send_file, outputs.FileSent, "Send a file", CHANGES),
+    *RECEIPT_TOOLS,
 ]

@@ -78,6 +78,14 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "invalid_attachment": ErrorSpec(400, "The attachment is empty or its type is not a MIME type."),
     "attachment_too_large": ErrorSpec(413, "The attachment is larger than 5 MB."),
     "priority_emergency_unsupported": ErrorSpec(400, "Emergency priority (2) is not supported."),
+    # Urgent until acknowledged (repeat, expire, receipts).
+    "repeat_requires_urgent": ErrorSpec(400, 'repeat and expire are taken only with priority "urgent".'),
+    "invalid_repeat": ErrorSpec(400, "repeat must be a whole number of seconds (details: min, max)."),
+    "invalid_expire": ErrorSpec(400, "expire must be a whole number of seconds (details: min, max)."),
+    "receipt_not_found": ErrorSpec(404, "No receipt of this account has that id."),
+    "too_many_urgent": ErrorSpec(
+        429, "The account already has as many urgent notifications repeating as it may.", retry_after_s=30
+    ),
     # Phone operations.
     "fire_at_too_soon": ErrorSpec(400, "at is too soon (the minimum lead is in details)."),
     "fire_at_too_far": ErrorSpec(400, "at must be at most 365 days from now."),

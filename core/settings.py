@@ -94,8 +94,14 @@ class Settings(BaseSettings):
     min_build_notification_clear: int = Field(
         default=0, ge=0, description="Clearing a notification (an older app shows the clear as a message)"
     )
+    min_build_urgent_repeat: int = Field(
+        default=0, ge=0, description="An urgent send with repeat (the phone must repeat and acknowledge)"
+    )
     reminder_min_lead_s: int = Field(
         default=60, ge=1, description="How far ahead a reminder must be; lowered only in tests and demos"
+    )
+    urgent_min_repeat_s: int = Field(
+        default=30, ge=1, le=3600, description="The shortest repeat of an urgent send; lowered only in tests"
     )
     ring_duration_s: int = Field(default=60, ge=1, le=300)
     documents_enabled: bool = False

@@ -123,7 +123,7 @@ def _summary(say: Narrator, workdir: Path, keep: bool, elapsed: float) -> None:
     for text in (
         f"\nAll {STEPS} steps worked in {elapsed:.1f} s: a server on a temporary SQLite file, a virtual",
         "phone, and an MCP client that connected through OAuth (the phone confirmed the consent",
-        "code) and called all 9 tools, each one seen arriving on the phone.",
+        "code) and called 9 of its 11 tools, each one seen arriving on the phone.",
         f"The server and the phone are stopped; the temporary folder {folder}",
         "\nThe real thing (README.md):",
         "  python3 dev.py serve                                 # the server, its data in .relaybox/",

@@ -33,7 +33,8 @@ class PhoneSide(Protocol):
 
 
 async def connect_and_call_every_tool(server: str, phone: PhoneSide, say: Narrator) -> None:
-    """Steps 3 to 12 of the demo: connect through OAuth, then call each of the nine tools."""
+    """Steps 3 to 12 of the demo: connect through OAuth, then call nine of the tools (all but the
+    urgent receipts' check_receipt and cancel_receipt)."""
     say.step("Connecting an MCP client through OAuth, as an AI assistant does", "connecting through OAuth")
     say.say("it finds the server's OAuth metadata, registers itself and opens the consent page")
     async with httpx2.AsyncClient(follow_redirects=False, timeout=30, trust_env=False) as browser_http:

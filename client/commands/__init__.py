@@ -13,7 +13,12 @@ from __future__ import annotations
 from client.commands.files import add_file_commands
 from client.commands.follow import add_follow_commands
 from client.commands.pair import add_pair_command
-from client.commands.phone import add_answer_command, add_connect_command, add_phone_commands
+from client.commands.phone import (
+    add_ack_command,
+    add_answer_command,
+    add_connect_command,
+    add_phone_commands,
+)
 from client.commands.texts import add_text_commands
 from client.commands.wiring import Subcommands
 
@@ -27,4 +32,5 @@ def add_commands(commands: Subcommands) -> None:
     add_follow_commands(commands, phone_commands)
     add_text_commands(commands, phone_commands)
     add_answer_command(phone_commands)
+    add_ack_command(phone_commands)
     add_file_commands(commands, phone_commands)

@@ -74,7 +74,11 @@ def add_follow_commands(commands: Subcommands, phone_commands: Subcommands) -> N
         "reply is allowed) and are answered with --answer N (--answer-text TEXT), by typing a\n"
         "number and maybe a reply (when stdin is a terminal) or later with\n"
         "`relaybox phone answer`; a ring prints `RING for <n> s`; documents are pulled and\n"
-        "saved into --downloads (`SAVED <path>`), never replacing an existing file.",
+        "saved into --downloads (`SAVED <path>`), never replacing an existing file. An urgent\n"
+        "notification sent with repeat prints `URGENT [rcp_...]: <message>`, then\n"
+        "`URGENT (repeat N) ...` with the bell every repeat seconds until it is acknowledged\n"
+        "(type `ack` when stdin is a terminal, or `relaybox phone ack RECEIPT`), cancelled by\n"
+        "its sender, or expired.",
         run=_phone_run,
     )
     add_follow_options(run)

@@ -1,5 +1,5 @@
 """``relaybox phone``: the virtual phone's group and its own commands (register, pair, show,
-connect, answer)."""
+connect, answer, ack)."""
 
 from __future__ import annotations
 
@@ -166,6 +166,30 @@ def _phone_answer(args: argparse.Namespace) -> int:
     how = [] if args.choice is None else [f"choice {answered.choice_index}"]
     how += [] if args.text is None else ["a typed reply"]
     print(f"answered {answered.interaction_id} with {' and '.join(how)} ({answered.status})")
+    return 0
+
+
+# relaybox phone ack
+
+
+def add_ack_command(phone_commands: Subcommands) -> None:
+    ack = command(
+        phone_commands,
+        "ack",
+        summary="acknowledge an urgent notification, so that it stops repeating on every device",
+        description="Acknowledge an urgent notification that `relaybox phone run` shows as\n"
+        "`URGENT [rcp_...]` and repeats until acknowledged: the sender's receipt then says\n"
+        "acknowledged, by this phone, and every device stops repeating it. The first\n"
+        "acknowledgement wins; one that was cancelled or expired first is left so.",
+        run=_phone_ack,
+    )
+    ack.add_argument("receipt", metavar="RECEIPT", help="the urgent notification's receipt (rcp_...)")
+    add_state_option(ack, "phone")
+
+
+def _phone_ack(args: argparse.Namespace) -> int:
+    done = phone.acknowledge(state_path(args, "phone"), args.receipt)
+    print(f"acknowledged {done.receipt} ({done.status})")
     return 0
 
 

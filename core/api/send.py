@@ -11,6 +11,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from core.api.forms import read_fields
 from core.api.routing import Call, Endpoint
+from core.domain import urgent
 from core.domain.actions import ACTION_BODY_MAX_BYTES
 from core.domain.notification import (
     DEVICE_SELECTOR_SCHEMA,
@@ -36,6 +37,9 @@ SEND_ERRORS = (
     "invalid_tags",
     "invalid_markdown",
     "invalid_ttl",
+    "repeat_requires_urgent",
+    "invalid_repeat",
+    "invalid_expire",
     "invalid_device",
     "no_matching_device",
     "priority_capped",
@@ -43,6 +47,8 @@ SEND_ERRORS = (
     "payload_too_large",
     "no_phone_device",
     "rate_limit_exceeded",
+    "too_many_urgent",
+    "phone_app_outdated",
 )
 
 
@@ -82,6 +88,10 @@ class HttpGetActionIn(BaseModel):
     label: str = LABEL
     url: str = Field(json_schema_extra=URL_SCHEMA)
     method: Literal["GET"]
+
+
+RepeatSeconds = Annotated[int, Field(ge=urgent.REPEAT_MIN_S, le=urgent.REPEAT_MAX_S)]
+ExpireSeconds = Annotated[int, Field(ge=urgent.EXPIRE_MIN_S, le=urgent.EXPIRE_MAX_S)]
 
 
 class SendRequest(BaseModel):
@@ -127,6 +137,15 @@ class SendRequest(BaseModel):
     ttl: int | SkipJsonSchema[None] = Field(
         default=None, description="seconds kept for devices not connected; clamped to 0-259200"
     )
+    repeat: RepeatSeconds | SkipJsonSchema[None] = Field(
+        default=None,
+        description='with priority "urgent" only: alert again every this many seconds until '
+        "acknowledged; the answer then carries a receipt",
+    )
+    expire: ExpireSeconds | SkipJsonSchema[None] = Field(
+        default=None,
+        description=f"with repeat: stop repeating after this long, default {urgent.EXPIRE_DEFAULT_S}",
+    )
 
 
 async def send(call: Call) -> BaseModel:
@@ -169,7 +188,11 @@ SEND_DESCRIPTION = (
     "names, ids, comma lists), markdown, ttl (seconds, 0-259200), sequence_id (1-64 of "
     "A-Z a-z 0-9 . _ ~ -: a later send with the same one replaces this notification). The answer's "
     "sequence_id is the one given, else the id: reuse it to update the notification, or clear it "
-    "with DELETE /v1/notifications/{sequence_id}."
+    "with DELETE /v1/notifications/{sequence_id}. Urgent until "
+    'acknowledged: with priority "urgent", repeat (seconds, 30-3600) makes the phone alert again that '
+    "often until a device acknowledges it, the sender cancels it, or expire (seconds, 60-10800, default "
+    "3600) passes; the answer's receipt is polled at GET /v1/receipts/{id} and cancelled at POST "
+    "/v1/receipts/{id}/cancel."
 )
 CLEAR_ERRORS = (
     "invalid_sequence_id",

@@ -12,6 +12,7 @@ from typing import Any
 
 from core.domain.canonical import canonical_json
 from core.domain.notification import Notification
+from core.domain.urgent import UrgentReceipt
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +45,17 @@ def token_update(tokens: list[TokenSummary], *, at: int) -> dict[str, Any]:
 
 
 def notification(
-    note: Notification, *, msg_id: str, sent_at: int, attachment: dict[str, Any] | None = None
+    note: Notification,
+    *,
+    msg_id: str,
+    sent_at: int,
+    attachment: dict[str, Any] | None = None,
+    urgent: UrgentReceipt | None = None,
 ) -> dict[str, Any]:
     """A server-composed notification (send API, shim, connector); ``attachment`` is the reference
-    to a parked attachment (``core.services.attachments.park``), with the key to open it."""
+    to a parked attachment (``core.services.attachments.park``), with the key to open it;
+    ``urgent``: the phone alerts again every ``repeat`` seconds until ``expire_at``, unless it is
+    acknowledged (the receipt's device route) or an ``urgent_stop`` for ``receipt`` comes first."""
     return _without_none(
         {
             "type": "notification",
@@ -57,6 +65,9 @@ def notification(
             "title": note.title,
             "message": note.message,
             "priority": note.priority,
+            "receipt": urgent.receipt_id if urgent else None,
+            "repeat": urgent.repeat_s if urgent else None,
+            "expire_at": urgent.expires_at if urgent else None,
             "tags": list(note.tags) or None,
             "url": note.url,
             "url_title": note.url_title,
@@ -72,6 +83,12 @@ def notification_clear(*, sequence_id: str, at: int) -> dict[str, Any]:
     """Take the notification of ``sequence_id`` (a send's ``sequence_id``, else its ``id``) away;
     the phone ignores a sequence it does not show."""
     return {"type": "notification_clear", "sequence_id": sequence_id, "at": at}
+
+
+def urgent_stop(*, receipt_id: str, reason: str) -> dict[str, Any]:
+    """Stop repeating the urgent notification of ``receipt_id``: it was ``acknowledged`` (on any
+    device) or ``cancelled`` by its sender. A phone ignores receipts it does not know."""
+    return {"type": "urgent_stop", "receipt": receipt_id, "reason": reason}
 
 
 def reminder(*, reminder_id: str, fire_at: int, message: str) -> dict[str, Any]:

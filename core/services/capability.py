@@ -8,9 +8,12 @@
 | ring             | 426                    | allowed, with a warning    |
 | documents        | 426                    | 428 phone_app_unknown      |
 | notification_clear | 426                  | allowed silently           |
+| urgent_repeat    | 426                    | allowed silently           |
 
 ``interaction_text`` gates a question with ``allow_text`` (the phone must offer a text box);
-``notification_clear`` a clear (an older app would show the unknown payload as a new message).
+``notification_clear`` a clear (an older app would show the unknown payload as a new message);
+``urgent_repeat`` an urgent send with ``repeat`` (the phone must alert again until acknowledged,
+and offer the acknowledgement: an older build shows it once and never acknowledges).
 """
 
 from __future__ import annotations
@@ -33,10 +36,16 @@ class Feature(enum.Enum):
     RING = "ring"
     DOCUMENTS = "documents"
     NOTIFICATION_CLEAR = "notification_clear"
+    URGENT_REPEAT = "urgent_repeat"
 
 
 # What a phone that never reported a build gets without a warning (the rest warn, or refuse).
-SILENT_WHEN_UNKNOWN = (Feature.INTERACTIONS, Feature.INTERACTION_TEXT, Feature.NOTIFICATION_CLEAR)
+SILENT_WHEN_UNKNOWN = (
+    Feature.INTERACTIONS,
+    Feature.INTERACTION_TEXT,
+    Feature.NOTIFICATION_CLEAR,
+    Feature.URGENT_REPEAT,
+)
 
 
 def account_phone(tx: Tx, account_id: str) -> Device:

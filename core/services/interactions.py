@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-import anyio
 from sqlalchemy import update
 from sqlmodel import col, func, select
 
@@ -36,6 +35,7 @@ from core.services.interaction_models import CallbackStatus, Status
 from core.services.interaction_models import InteractionCreate as InteractionCreate
 from core.services.interaction_models import InteractionOut as InteractionOut
 from core.services.limits import charge_send_class
+from core.services.long_poll import until_settled
 from core.services.typed_replies import check_answer, take_text
 from core.store.tables import Account, Interaction
 
@@ -164,23 +164,12 @@ async def poll_interaction(
 async def _wait_for_answer(
     core: Core, principal: Principal, interaction_id: str, wait: int
 ) -> InteractionOut:
-    async with core.fanout.subscribe(answered_topic(interaction_id)) as answered:
-        current = await core.run(get_interaction, principal, interaction_id=interaction_id)
-        deadline = core.clock.now() + min(float(wait), current.expires_at - core.clock.now())
-        if current.status != "pending" or deadline <= core.clock.now():
-            return current
-        with core.waits.long_poll():  # shutdown ends the wait: the caller gets the state now
-            while (remaining := deadline - core.clock.now()) > 0:
-                with anyio.move_on_after(remaining) as timer:
-                    await answered.receive()
-                if timer.cancelled_caught:
-                    break
-                # The answer, or a resync after the fan-out lost its connection (no answer then:
-                # keep waiting rather than hand the caller an early "pending").
-                current = await core.run(get_interaction, principal, interaction_id=interaction_id)
-                if current.status != "pending":
-                    return current
-    return await core.run(get_interaction, principal, interaction_id=interaction_id)
+    return await until_settled(
+        core,
+        answered_topic(interaction_id),
+        lambda: core.run(get_interaction, principal, interaction_id=interaction_id),
+        wait,
+    )
 
 
 def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, body: Answer) -> InteractionOut:

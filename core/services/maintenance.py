@@ -10,6 +10,7 @@ from sqlmodel import col
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
 from core.runtime.tx import Tx
+from core.services.receipts import RETENTION_S as RECEIPT_RETENTION_S
 from core.services.transfers import expire_transfers
 from core.store.tables import (
     ConnectorGrant,
@@ -21,6 +22,7 @@ from core.store.tables import (
     ParkedAttachment,
     ParkedDocument,
     QueuedEnvelope,
+    Receipt,
     RegistrationChallenge,
     SenderToken,
 )
@@ -38,7 +40,7 @@ class SweepOut(BaseModel):
 def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
     """Remove expired pairing codes and results, consent sessions, queued envelopes, registration
     challenges, parked documents and attachments, questions (with their callbacks, once these are
-    done), file transfers (with their objects), and
+    done), file transfers (with their objects), urgent receipts a day past their expiry, and
     revocation audit rows (sender tokens, connector grants with their tokens) older than the
     retention (30 days by default)."""
     if principal.kind is not PrincipalKind.SYSTEM:
@@ -64,6 +66,7 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
             col(Interaction.expires_at) <= now - INTERACTION_GRACE_S,
             or_(~_callback_pending(), col(Interaction.expires_at) <= now - CALLBACK_GRACE_S),
         ),
+        "receipts": delete(Receipt).where(col(Receipt.expires_at) <= now - RECEIPT_RETENTION_S),
         "revoked_tokens": delete(SenderToken).where(
             col(SenderToken.revoked_at) <= now - tx.settings.revoked_token_retention_s
         ),

@@ -24,7 +24,7 @@ from core.errors import RelayError
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
-from core.services import attachments
+from core.services import attachments, receipts
 from core.services.attachments import SealedAttachment
 from core.services.delivery import (
     LIVE_GRACE_S,
@@ -53,6 +53,9 @@ class SendOut(Limited):
     )
     delivered_to: list[DeliveredTo]
     warnings: list[str]
+    receipt: str | None = Field(
+        default=None, description="With priority urgent and repeat: poll it at GET /v1/receipts/{id}"
+    )
 
 
 @group_commit  # on SQLite, sends under load share transactions; the limits are charged once per send
@@ -70,11 +73,12 @@ def send_notification(
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
     note = checked_notification(fields)
     _check_priority_cap(principal, note.priority)
+    urgent = receipts.prepare(tx, principal, fields, note.priority)  # None unless it repeats
     msg_id = new_prefixed_id("msg")
     now = tx.now()
     attachment_id = new_prefixed_id("att")
     reference = attachments.reference(attachment, attachment_id) if attachment is not None else None
-    payload = payloads.notification(note, msg_id=msg_id, sent_at=now, attachment=reference)
+    payload = payloads.notification(note, msg_id=msg_id, sent_at=now, attachment=reference, urgent=urgent)
     encoded = payloads.encode(payload)  # once: every device gets the same plaintext, sealed to it
     size = len(encoded)
     if size > ENVELOPE_MAX_BYTES:
@@ -103,6 +107,9 @@ def send_notification(
             encoded=encoded,
             locked=True,
         )
+    if urgent is not None:
+        ids = [device.device_id for device in devices]
+        receipts.keep(tx, principal, urgent, msg_id=msg_id, device_ids=ids, payload=payload)
     return SendOut(
         id=msg_id,
         sequence_id=note.sequence_id or msg_id,
@@ -110,6 +117,7 @@ def send_notification(
         warnings=[*note.warnings, *warnings],
         rate_limit=rate_limit,
         monthly=monthly,
+        receipt=urgent.receipt_id if urgent is not None else None,
     )
 
 

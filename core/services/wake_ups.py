@@ -9,15 +9,20 @@ the reminder's tag. A wake-up not sent by ``LATE_S`` after its time is dropped (
 reminder still reaches the app when it opens). The app's waker sleeps until the earliest wake-up
 is due (``next_due_at``), woken early by the fan-out message each newly scheduled one publishes on
 ``WAKE_UPS_TOPIC`` — it does not ask the database every second.
+
+An urgent notification that repeats until acknowledged (``core.services.receipts``) is kept the
+same way, once per browser phone it went to, as a wake-up that repeats: pushed again every
+``repeat_s`` until ``repeat_until``, unless its acknowledgement or cancel deletes it first.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, literal, select, update
 from sqlmodel import col
 
 from core.adapters.push.base import WEB_PUSH, PushMessage, PushTarget
@@ -28,7 +33,7 @@ from core.runtime.core import Core
 from core.runtime.events import Published
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
-from core.services.delivery import push_target
+from core.services.delivery import Recipient, push_target
 from core.store.tables import Device, ScheduledWakeUp
 
 BATCH = 100
@@ -42,11 +47,21 @@ def wakes_by_push(tx: Tx, device: Device) -> bool:
 
 
 def schedule(
-    tx: Tx, device: Device, *, due_at: int, tag: str, payload: dict[str, Any], push_type: str
+    tx: Tx,
+    device: Recipient,
+    *,
+    due_at: int,
+    tag: str,
+    payload: dict[str, Any],
+    push_type: str,
+    repeat: tuple[int, int] | None = None,
 ) -> None:
-    """Keep ``payload`` (sealed now, to ``device``) to be pushed as ``push_type`` at ``due_at``."""
+    """Keep ``payload`` (sealed now, to ``device``) to be pushed as ``push_type`` at ``due_at``;
+    with ``repeat`` (every ``s`` seconds, until ``t``), again at each step before ``t``, each
+    push living only until the next is due."""
     sealed = tx.keys.seal_to(base64.b64decode(device.public_key), payloads.encode(payload))
     fields = {"msgId": new_prefixed_id("msg"), "payload": base64.b64encode(sealed).decode()}
+    every, until = repeat if repeat is not None else (None, None)
     tx.session.add(
         ScheduledWakeUp(
             wake_id=new_prefixed_id("wake"),
@@ -54,7 +69,9 @@ def schedule(
             due_at=due_at,
             tag=tag,
             message=json.dumps({"type": push_type, **fields}, separators=(",", ":")),
-            ttl_s=LATE_S,
+            ttl_s=LATE_S if every is None else every,
+            repeat_s=every,
+            repeat_until=until,
         )
     )
     tx.emit(Published(WAKE_UPS_TOPIC, str(due_at)))
@@ -69,8 +86,9 @@ def cancel(tx: Tx, device_id: str, tag: str) -> None:
 
 
 def take_due(tx: Tx, principal: Principal) -> list[tuple[PushTarget, PushMessage]]:
-    """Claim the wake-ups due now (deleted here, so each is sent once whatever the replicas) and
-    say where each goes; those too late are dropped with them."""
+    """Claim the wake-ups due now (each is sent once whatever the replicas: a single one is
+    deleted here, a repeating one moved to its next step after now, or deleted after its last)
+    and say where each goes; single ones too late are dropped with them."""
     if principal.kind.value != "system":
         return []
     now = tx.now()
@@ -83,9 +101,12 @@ def take_due(tx: Tx, principal: Principal) -> list[tuple[PushTarget, PushMessage
     )
     if not due:
         return []
-    claimed = (
+    claimed = _claim_repeating(tx, due, now)
+    claimed += (
         tx.session.execute(
-            delete(ScheduledWakeUp).where(col(ScheduledWakeUp.wake_id).in_(due)).returning(ScheduledWakeUp)
+            delete(ScheduledWakeUp)
+            .where(col(ScheduledWakeUp.wake_id).in_(due), col(ScheduledWakeUp.repeat_s).is_(None))
+            .returning(ScheduledWakeUp)
         )
         .scalars()
         .all()
@@ -93,12 +114,36 @@ def take_due(tx: Tx, principal: Principal) -> list[tuple[PushTarget, PushMessage
     sends: list[tuple[PushTarget, PushMessage]] = []
     for wake in claimed:
         device = tx.session.get(Device, wake.device_id)
-        if device is None or now - wake.due_at > LATE_S:
+        if device is None or (wake.repeat_s is None and now - wake.due_at > LATE_S):
             continue
         data = json.loads(wake.message)
         message = PushMessage(data.pop("type"), data, high_priority=True, ttl_s=wake.ttl_s)
         sends.append((push_target(tx, device), message))
     return sends
+
+
+def _claim_repeating(tx: Tx, due: Sequence[str], now: int) -> list[ScheduledWakeUp]:
+    """Move each due repeating wake-up to its first step after ``now`` (steps missed while no
+    waker ran are skipped, not sent in a burst); one whose next step is past its end is deleted.
+    A plain conditional UPDATE: on PostgreSQL a concurrent claim waits for this one's row lock,
+    then finds the row no longer due; a cancel's DELETE takes the row wherever it moved."""
+    table = ScheduledWakeUp
+    every = col(table.repeat_s)
+    steps = (literal(now) - col(table.due_at)) // every + 1
+    moved = list(
+        tx.session.execute(
+            update(table)
+            .where(col(table.wake_id).in_(due), every.is_not(None), col(table.due_at) <= now)
+            .values(due_at=col(table.due_at) + every * steps)
+            .returning(table)
+        )
+        .scalars()
+        .all()
+    )
+    ended = [wake.wake_id for wake in moved if wake.repeat_until is None or wake.due_at >= wake.repeat_until]
+    if ended:
+        tx.session.execute(delete(table).where(col(table.wake_id).in_(ended)))
+    return moved
 
 
 @read_only

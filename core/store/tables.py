@@ -10,6 +10,12 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
+# What a caller waits on (questions, their callbacks, urgent receipts) has a module of its own;
+# its tables are part of this one.
+from core.store.waited_tables import Interaction as Interaction
+from core.store.waited_tables import InteractionCallback as InteractionCallback
+from core.store.waited_tables import Receipt as Receipt
+
 
 class Account(SQLModel, table=True):
     __tablename__ = "accounts"
@@ -158,53 +164,6 @@ class QueuedEnvelope(SQLModel, table=True):
     tag: str | None = Field(default=None, max_length=64)
 
 
-class Interaction(SQLModel, table=True):
-    """A question put to the phone. Its text and choices are never stored: only a keyed digest
-    used to recognise a duplicate request, and how many choices there were. A typed reply waits in
-    ``answer_text`` sealed at rest (``core.services.typed_replies``) until the caller's first read
-    takes it; ``text_read_at`` then says it was handed over."""
-
-    __tablename__ = "interactions"
-
-    interaction_id: str = Field(primary_key=True, max_length=40)
-    account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
-    owner: str = Field(max_length=48)
-    dedupe_digest: str = Field(index=True, max_length=64)
-    choice_count: int
-    created_at: int
-    expires_at: int = Field(index=True)
-    choice_index: int | None = None
-    answered_at: int | None = None
-    text_max_chars: int | None = None  # None: the question takes no typed reply
-    answer_text: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
-    text_read_at: int | None = None
-
-
-class InteractionCallback(SQLModel, table=True):
-    """A question's answer callback (``core.services.callbacks``): the caller's https URL and the
-    event it will be told of, ``expired`` until the answer makes it ``answered``. ``due_at`` is when
-    its next attempt may start (NULL once delivered or given up); a replica claims an attempt by
-    moving it a lease ahead under a fresh ``claim``. Neither the body sent nor its signing secret is
-    kept: each attempt builds them from the interaction and the server key."""
-
-    __tablename__ = "interaction_callbacks"
-
-    interaction_id: str = Field(
-        primary_key=True, foreign_key="interactions.interaction_id", ondelete="CASCADE", max_length=40
-    )
-    account_id: str = Field(max_length=36)
-    url: str = Field(max_length=2048)
-    event: str = Field(max_length=16)  # expired | answered
-    webhook_id: str = Field(max_length=40)  # the event's webhook-id, the same on every retry
-    due_at: int | None = Field(default=None, index=True)
-    claim: str | None = Field(default=None, max_length=40)
-    attempts: int = 0
-    last_status: int | None = None  # the receiver's last HTTP status
-    last_error: str | None = Field(default=None, max_length=32)
-    delivered_at: int | None = None
-    failed_at: int | None = None  # retries ran out
-
-
 class ParkedDocument(SQLModel, table=True):
     """A document for the phone, as ciphertext only (filename and content are inside), until pulled."""
 
@@ -233,16 +192,19 @@ class ParkedAttachment(SQLModel, table=True):
 
 class ScheduledWakeUp(SQLModel, table=True):
     """A push to send at a set time (a web phone's reminder, which a closed browser cannot time
-    itself): the push message holds the reminder only as an envelope sealed to the device."""
+    itself), or every ``repeat_s`` until ``repeat_until`` (an urgent notification until it is
+    acknowledged): the push message holds its content only as an envelope sealed to the device."""
 
     __tablename__ = "scheduled_wake_ups"
 
     wake_id: str = Field(primary_key=True, max_length=40)
     device_id: str = Field(foreign_key="devices.device_id", index=True, max_length=36)
     due_at: int = Field(index=True)
-    tag: str = Field(index=True, max_length=64)  # the reminder's tag: a cancel finds it by this
+    tag: str = Field(index=True, max_length=64)  # a reminder's tag, a receipt's id: found by this
     message: str = Field(max_length=8192)  # the push message's JSON (type and fields)
     ttl_s: int
+    repeat_s: int | None = None
+    repeat_until: int | None = None
 
 
 class ConsentSession(SQLModel, table=True):

@@ -1,4 +1,4 @@
-"""The nine tools through the mcp SDK's own client, in process: names, schemas, annotations,
+"""The eleven tools through the mcp SDK's own client, in process: names, schemas, annotations,
 results, and core errors as isError results that start with the stable code."""
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from tests.helpers import FakeDevice, b64
 
 pytestmark = pytest.mark.anyio
 EXPECTED_TOOLS = [
+    "cancel_receipt",
     "cancel_reminder",
+    "check_receipt",
     "check_reply",
     "clear_notification",
     "find_my_phone",
@@ -82,7 +84,7 @@ def text_of(result: Any) -> str:
     return str(result.content[0].text)
 
 
-async def test_tools_list_is_the_nine_tools_with_schemas_in_a_stable_order(mcp_client: Client) -> None:
+async def test_tools_list_is_the_eleven_tools_with_schemas_in_a_stable_order(mcp_client: Client) -> None:
     first = await mcp_client.list_tools()
     second = await mcp_client.list_tools(cache_mode="refresh")
     names = [tool.name for tool in first.tools]

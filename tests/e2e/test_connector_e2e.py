@@ -70,7 +70,7 @@ async def test_every_tool_reaches_the_virtual_phone(
     ) as client:
         with anyio.fail_after(60):
             tools = await client.list_tools()
-        assert len(tools.tools) == 9
+        assert len(tools.tools) == 11
         assert browser.confirmations and "relaybox tests" in browser.confirmations[0]
 
         sent = await client.call_tool("send_notification", {"message": "the build is green", "title": "CI"})
@@ -138,7 +138,7 @@ async def test_a_client_asking_to_be_confidential_is_registered_public_and_conne
         ):
             with anyio.fail_after(60):
                 tools = await client.list_tools()
-    assert len(tools.tools) == 9
+    assert len(tools.tools) == 11
     assert storage.client_info is not None
     assert storage.client_info.token_endpoint_auth_method == "none"
     assert storage.client_info.client_secret is None

@@ -338,7 +338,7 @@ async def test_a_legacy_session_sent_to_the_other_replica_gets_404_and_a_new_ses
         async with Client(
             streamable_http_client(f"{PUBLIC_URL}/mcp", http_client=http), mode="legacy"
         ) as client:
-            assert len((await client.list_tools()).tools) == 9
+            assert len((await client.list_tools()).tools) == 11
             balancer.target = 1  # the balancer forgets the affinity
             with pytest.raises(MCPError) as lost:
                 await client.list_tools()
@@ -348,7 +348,7 @@ async def test_a_legacy_session_sent_to_the_other_replica_gets_404_and_a_new_ses
         async with Client(
             streamable_http_client(f"{PUBLIC_URL}/mcp", http_client=http), mode="legacy"
         ) as client:
-            assert len((await client.list_tools()).tools) == 9
+            assert len((await client.list_tools()).tools) == 11
     assert 1 in balancer.served
 
 

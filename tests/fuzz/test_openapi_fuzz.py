@@ -235,6 +235,8 @@ SEMANTIC_REFUSALS = {
     "answer_interaction:invalid_text": "a text sealed by this phone to the server's key for this question",
     "create_interaction:invalid_callback_url": "a URL's whole grammar (a host, no userinfo or fragment)",
     "create_interaction:callback_url_not_allowed": "a private or loopback host, unless allowed",
+    "repeat_requires_urgent": "repeat and expire are taken with priority urgent only, a rule between fields",
+    "invalid_expire": "expire is taken with repeat only, a rule between fields",
     "pair_confirm:invalid_public_key": "must be the key this phone registered (its shape is documented)",
     "post_envelope:invalid_blob": "the envelope's first byte must be the wire version",
     "invalid_chunk_layout": "chunk_size against size and the server's chunk limits",

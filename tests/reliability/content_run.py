@@ -166,6 +166,15 @@ def interactions(c: Caller) -> None:
     assert answered["status"] == "answered", answered
 
 
+def urgent_receipt(c: Caller) -> None:
+    """An urgent notification that repeats until acknowledged, then cancelled: its receipt keeps
+    ids and times only."""
+    m = c.markers
+    fields = {"message": m.new("urgent.message"), "title": m.new("urgent.title"), "priority": "urgent"}
+    sent = expect(c.http.post("/v1/send", json=fields | {"repeat": 60}), 200)
+    expect(c.http.post(f"/v1/receipts/{sent['receipt']}/cancel"), 200)
+
+
 def ring(c: Caller) -> None:
     expect(c.http.post(f"/v1/devices/{c.phone_id}/ring"), 202)
 
@@ -203,6 +212,7 @@ REST_DOORS: list[tuple[Door, tuple[str, ...]]] = [
     (pushover_shim, ("POST /v1/messages.json",)),
     (reminders, ("POST /v1/reminders", "DELETE /v1/reminders/{reminder_id}")),
     (interactions, ("POST /v1/interactions",)),
+    (urgent_receipt, ("POST /v1/receipts/{receipt_id}/cancel",)),
     (ring, ("POST /v1/devices/{device_id}/ring",)),
     (documents_refused_to_a_sender_token, ("POST /v1/documents",)),
     (relayed_envelopes, ("POST /v1/envelopes",)),
@@ -228,6 +238,7 @@ WITHOUT_CONTENT: dict[str, str] = {
     "POST /v1/tokens": "a sender token's label, scope and priority cap",
     "POST /v1/users/validate.json": "a sender token and a Pushover user key",
     "POST /v1/interactions/{interaction_id}/answer": "a choice index",
+    "POST /v1/receipts/{receipt_id}/acknowledge": "nothing but the receipt's id",
 }
 
 # -- MCP tools -------------------------------------------------------------------------------------
@@ -288,6 +299,13 @@ async def tool_send_file(client: Client, m: Markers) -> None:
     await tool(client, "send_file", {"filename": filename, "content": m.new("tool.send_file.content")})
 
 
+async def tool_urgent(client: Client, m: Markers) -> None:
+    fields = {"message": m.new("tool.urgent.message"), "priority": "urgent", "repeat": 60}
+    receipt = (await tool(client, "send_notification", fields))["receipt"]
+    assert (await tool(client, "check_receipt", {"receipt": receipt}))["status"] == "pending"
+    assert (await tool(client, "cancel_receipt", {"receipt": receipt}))["status"] == "cancelled"
+
+
 async def tool_ring_and_list(client: Client, _m: Markers) -> None:
     await tool(client, "find_my_phone", {})
     await tool(client, "list_devices", {})
@@ -299,6 +317,7 @@ TOOL_DOORS: list[tuple[ToolDoor, tuple[str, ...]]] = [
     (tool_reminders, ("remind_me", "cancel_reminder")),
     (tool_approval, ("request_approval", "check_reply")),
     (tool_send_file, ("send_file",)),
+    (tool_urgent, ("check_receipt", "cancel_receipt")),
     (tool_ring_and_list, ("find_my_phone", "list_devices")),
 ]
 

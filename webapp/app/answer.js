@@ -1,9 +1,10 @@
 /*
  * Answering a question with this browser's stored credential: a choice, a typed reply, or both, as
- * the question allows. A typed reply is sealed to the server's key as an `interaction_text` payload
- * (docs/protocol.md "Typed replies"), with the vendored wire code (self.relayboxWire). A classic
- * script: the page imports it (the question's buttons and text box) and the service worker loads
- * it with importScripts (a notification's action buttons).
+ * the question allows; and acknowledging an urgent notification. A typed reply is sealed to the
+ * server's key as an `interaction_text` payload (docs/protocol.md "Typed replies"), with the
+ * vendored wire code (self.relayboxWire). A classic script: the page imports it (the question's
+ * buttons and text box, an urgent alert's Acknowledge button) and the service worker loads it with
+ * importScripts (a notification's action buttons).
  */
 (function (scope) {
   "use strict";
@@ -20,14 +21,17 @@
     return body;
   }
 
-  /** POST the answer; resolves to {status, body} (409 once it was answered elsewhere or expired). */
-  function answerQuestion(interactionId, choiceIndex, text) {
+  /** POST with the stored device credential; resolves to {status, body}. `makeBody` (optional)
+   * builds the JSON body from the identity. */
+  function post(path, makeBody) {
     return scope.relayboxStore.load().then(function (identity) {
-      return fetch("/v1/interactions/" + encodeURIComponent(interactionId) + "/answer", {
-        method: "POST",
-        headers: { Authorization: "Bearer " + identity.token, "Content-Type": "application/json" },
-        body: JSON.stringify(answerBody(identity, interactionId, choiceIndex, text)),
-      });
+      var headers = { Authorization: "Bearer " + identity.token };
+      var init = { method: "POST", headers: headers };
+      if (makeBody) {
+        headers["Content-Type"] = "application/json";
+        init.body = JSON.stringify(makeBody(identity));
+      }
+      return fetch(path, init);
     }).then(function (response) {
       return response.json().then(function (body) {
         return { status: response.status, body: body };
@@ -35,6 +39,23 @@
     });
   }
 
+  /** POST the answer (409 once it was answered elsewhere or expired). */
+  function answerQuestion(interactionId, choiceIndex, text) {
+    return post("/v1/interactions/" + encodeURIComponent(interactionId) + "/answer", function (identity) {
+      return answerBody(identity, interactionId, choiceIndex, text);
+    });
+  }
+
+  /**
+   * Acknowledge an urgent notification (docs/protocol.md "Urgent until acknowledged"): it stops
+   * repeating on every device. body.status says acknowledged (here, or by another device first),
+   * cancelled or expired.
+   */
+  function acknowledge(receipt) {
+    return post("/v1/receipts/" + encodeURIComponent(receipt) + "/acknowledge");
+  }
+
   scope.relayboxAnswer = answerQuestion;
   scope.relayboxAnswerBody = answerBody;
+  scope.relayboxAcknowledge = acknowledge;
 })(typeof self !== "undefined" ? self : globalThis);

@@ -5,6 +5,7 @@
 import { ApiError, call } from "/app/api.js";
 import { confirmCode, curlLine, grants, openFrame, registerPhone, reportBuild, tokens } from "/app/phone.js";
 import { operation, push, question, schedule } from "/app/phone_ops.js";
+import { resumeUrgent, urgent } from "/app/urgent.js";
 import { describe, safetyNumberWithPhone, startPairing, waitForPhone } from "/app/computer.js";
 import { clearNotification, showNotification } from "/app/inbox.js";
 import "/app/store.js";
@@ -81,12 +82,17 @@ async function renderGrants(identity) {
 async function notify(note) {
   if (!("Notification" in window) || Notification.permission !== "granted") return;
   const registration = await navigator.serviceWorker.ready;
-  await registration.showNotification(note.title || "relaybox", {
+  const options = {
     body: note.message,
     tag: note.id,
     requireInteraction: Boolean(note.urgent),
     data: { url: note.url || "/app/" },
-  });
+  };
+  if (note.receipt) { // an urgent alert: each repeat alerts anew, and the service worker acknowledges
+    Object.assign(options, { renotify: true, actions: [{ action: "ack", title: "Acknowledge" }] });
+    options.data.receipt = note.receipt;
+  }
+  await registration.showNotification(note.title || "relaybox", options);
 }
 
 /** What the operations use to show themselves on the page. */
@@ -115,7 +121,12 @@ async function onFrame(identity, frame) {
   if (frame.event === "envelope") {
     const payload = openFrame(identity, frame.data);
     if (payload.type === "notification") {
-      await showNotification(payload, ui);
+      if (payload.receipt) { // urgent until acknowledged: its alerts notify, again and again
+        await showNotification(payload, ui, { alert: false });
+        await urgent(payload, ui);
+      } else {
+        await showNotification(payload, ui);
+      }
     } else if (payload.type === "notification_clear") {
       await clearNotification(String(payload.sequence_id));
     } else if (payload.type === "interaction_request") {
@@ -184,6 +195,7 @@ async function showPhone(identity) {
   $("enable-push").addEventListener("click", guarded(() => enablePush(identity)));
   await Promise.all([renderTokens(identity), renderGrants(identity), reportBuild(identity)]);
   Object.values(identity.reminders || {}).forEach((reminder) => schedule(reminder, ui));
+  resumeUrgent(identity, ui);
   follow({
     token: identity.token,
     since: identity.lastSeq || 0,

@@ -103,15 +103,16 @@ function entryFor(note, emoji, ui) {
   return li;
 }
 
-/** Show a notification payload: its entry (replacing its sequence's) and its OS notification. */
-export async function showNotification(note, ui) {
+/** Show a notification payload: its entry (replacing its sequence's) and, unless `alert` is false
+ * (an urgent one, whose alerts urgent.js makes), its OS notification. */
+export async function showNotification(note, ui, { alert = true } = {}) {
   const emoji = await notes.emojiTable();
   const entry = entryFor(note, emoji, ui);
   const list = document.getElementById("inbox");
   const listed = [...list.children].find((li) => li.dataset.sequence === notes.key(note));
   if (listed) listed.replaceWith(entry);
   else list.prepend(entry);
-  if ("Notification" in window && Notification.permission === "granted") {
+  if (alert && "Notification" in window && Notification.permission === "granted") {
     const registration = await navigator.serviceWorker.ready;
     const { title, options } = notes.shown(note, emoji);
     await registration.showNotification(title, options);

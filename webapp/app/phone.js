@@ -18,7 +18,7 @@ import {
 const store = globalThis.relayboxStore;
 // The web app's build, reported as any phone reports its app's (the server's capability gates read
 // it: RELAYBOX_MIN_BUILD_*). Raise it with each release of the web phone's abilities.
-export const WEB_APP_BUILD = 3; // 2: typed replies to questions (allow_text); 3: notification_clear
+export const WEB_APP_BUILD = 4; // 2: typed replies to questions (allow_text); 3: notification_clear; 4: urgent repeats
 
 export async function registerPhone(name) {
   const keys = generateKeyPair();

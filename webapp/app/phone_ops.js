@@ -1,11 +1,13 @@
 // What the web phone does with the operations sent to it while the app is open: questions answered
 // by tapping a choice and, where allowed, typing a reply (first answer wins, on any device), the
 // ring (a loud tone and vibration for its duration, and a notification), reminders kept in
-// IndexedDB and fired as notifications at their time, and documents opened with this browser's key
-// and offered as a download.
+// IndexedDB and fired as notifications at their time, documents opened with this browser's key
+// and offered as a download, and the stop of an urgent notification (urgent.js repeats it).
 import "/app/answer.js";
+import { sound } from "/app/alarm.js";
 import { ApiError, call } from "/app/api.js";
 import "/app/store.js";
+import { stopUrgent } from "/app/urgent.js";
 import { fromBase64, fromUtf8, openEnvelope } from "/static/relaybox-wire.js";
 
 const store = globalThis.relayboxStore;
@@ -75,10 +77,11 @@ export function push(identity, data, ui) {
 
 /**
  * An operation for the phone, from an envelope or a push: reminder, reminder_cancel, ring,
- * document. Returns false for anything else.
+ * document, urgent_stop. Returns false for anything else.
  */
 export async function operation(identity, payload, ui) {
-  if (payload.type === "reminder") await remember(payload, ui);
+  if (payload.type === "urgent_stop") await stopUrgent(payload.receipt, payload.reason, ui);
+  else if (payload.type === "reminder") await remember(payload, ui);
   else if (payload.type === "reminder_cancel") await cancel(payload.reminder_id, ui);
   else if (payload.type === "ring") ring(Number(payload.durationS) || 60, ui);
   else if (payload.type === "document") await document_(identity, payload.documentId ?? payload.document_id, ui);
@@ -89,21 +92,7 @@ export async function operation(identity, payload, ui) {
 function ring(seconds, ui) {
   ui.entry("inbox", `Ringing for ${seconds} s`);
   ui.notify({ title: "Ring", message: "Someone is looking for this phone.", id: "ring", urgent: true });
-  if (navigator.vibrate) navigator.vibrate(Array.from({ length: seconds }, (_, i) => (i % 2 ? 300 : 700)));
-  try {
-    const audio = new AudioContext();
-    const tone = audio.createOscillator();
-    const loud = audio.createGain();
-    tone.type = "square";
-    tone.frequency.value = 880;
-    loud.gain.value = 1;
-    tone.connect(loud).connect(audio.destination);
-    tone.start();
-    tone.stop(audio.currentTime + seconds);
-    tone.onended = () => audio.close();
-  } catch {
-    // No audio here (or not allowed before a tap): the vibration and the notification remain.
-  }
+  sound(seconds);
 }
 
 async function document_(identity, documentId, ui) {

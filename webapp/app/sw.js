@@ -2,9 +2,10 @@
  * The relaybox web app's service worker: a classic worker (what every browser with web push runs,
  * Safari 16.4+ included), registered at /app/sw.js with the scope /app/. A push carries the
  * server's push message as JSON (docs/protocol.md "Delivery"); a notification's envelope comes
- * inline as `payload`, and so does a reminder the server pushes at its time, and is opened here
- * with the key this browser keeps in IndexedDB, so the text exists in clear only on this device.
- * A bare wake-up ("notify") says there is something to read and opens the app when tapped.
+ * inline as `payload`, and so do a reminder the server pushes at its time and the repeats of an
+ * urgent notification, and is opened here with the key this browser keeps in IndexedDB, so the
+ * text exists in clear only on this device. A bare wake-up ("notify") says there is something to
+ * read and opens the app when tapped.
  *
  * A notification of a sequence already shown replaces it (the same tag). An http button's request
  * is sent from here, when tapped in the notification or in the open app (which asks by message):
@@ -40,8 +41,9 @@ function notificationFor(message, identity, emoji) {
     try {
       var opened = wire.openEnvelope(wire.fromBase64(message.payload), identity.secretKey, identity.serverPublicKey);
       var note = JSON.parse(wire.fromUtf8(opened));
-      if (note.type === "notification") return notes.shown(note, emoji);
+      if (note.type === "notification") return note.receipt ? urgentShown(note, emoji) : notes.shown(note, emoji);
       if (note.type === "notification_clear") return { clear: String(note.sequence_id) };
+      if (note.type === "urgent_stop") return stopped(note);
       if (note.type === "reminder") return reminded(note);
       if (note.type === "interaction_request") return asked(note);
     } catch (error) {
@@ -100,6 +102,43 @@ function answered(data, index, outcome) {
   return self.registration.showNotification("Question", { body: body, tag: data.question });
 }
 
+/**
+ * An urgent notification that repeats until acknowledged (docs/protocol.md "Urgent until
+ * acknowledged"): the server pushes it again every `repeat` seconds while it is pending, and each
+ * push alerts anew (renotify) with an Acknowledge action. One that expired shows as a plain one.
+ */
+function urgentShown(note, emoji) {
+  var plain = notes.shown(note, emoji);
+  if (note.expire_at * 1000 <= Date.now()) return plain;
+  var count = Math.max(0, Math.round((Date.now() / 1000 - note.sent_at) / note.repeat));
+  var pattern = [];
+  for (var i = 0; i < 5; i++) pattern.push(700, 300);
+  plain.title = "Urgent: " + plain.title;
+  plain.options.body = note.message + (count ? " (alert " + (count + 1) + ")" : "") + " Repeats until acknowledged.";
+  plain.options.tag = note.receipt;
+  plain.options.renotify = true;
+  plain.options.requireInteraction = true;
+  plain.options.vibrate = pattern;
+  plain.options.actions = [{ action: "ack", title: "Acknowledge" }];
+  plain.options.data = { url: "/app/", receipt: note.receipt };
+  return plain;
+}
+
+/** It stopped (acknowledged on some device, or cancelled): the alarm gives way to a quiet note. */
+function stopped(stop) {
+  var why = stop.reason === "cancelled" ? "Cancelled by the sender." : "Acknowledged.";
+  return { title: "Urgent alert stopped", options: { body: why, tag: stop.receipt, silent: true } };
+}
+
+/** After the Acknowledge button: say how it went (the first acknowledgement on any device wins). */
+function acknowledged(receipt, outcome) {
+  var settled = outcome.body && outcome.body.status;
+  var body = outcome.status !== 200
+    ? "The acknowledgement did not reach the server; open relaybox to try again."
+    : settled === "acknowledged" ? "Acknowledged." : "It was already " + settled + ".";
+  return self.registration.showNotification("Urgent alert stopped", { body: body, tag: receipt, silent: true });
+}
+
 /** A reminder the server pushed at its time (core/services/wake_ups.py). */
 function reminded(reminder) {
   return {
@@ -144,10 +183,16 @@ function tapped(action, data) {
 }
 
 /** A tap opens the notification's click URL or its view button's URL, sends its http button's
- * request, or answers a question. */
+ * request, answers a question, or acknowledges an urgent notification. */
 self.addEventListener("notificationclick", function (event) {
   event.notification.close();
   var data = event.notification.data || {};
+  if (data.receipt && event.action === "ack") {
+    event.waitUntil(self.relayboxAcknowledge(data.receipt).then(function (outcome) {
+      return acknowledged(data.receipt, outcome);
+    }));
+    return;
+  }
   if (data.question && event.action) {
     var index = Number(event.action);
     event.waitUntil(self.relayboxAnswer(data.question, index).then(function (outcome) {

@@ -1,0 +1,135 @@
+"""Urgent until acknowledged through the mcp SDK's own client: send_notification takes repeat and
+expire (and says when to use them: never for routine updates) and returns the receipt;
+check_receipt reports the phone's acknowledgement (waiting for it when asked) and cancel_receipt
+stops the alarm. The phone acknowledges over the REST device route."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+
+from app.assembly import create_app
+from connector.mcp_server import build_mcp
+from core.domain.keys import generate_keypair
+from core.principal import CONNECTOR_SCOPES, SCOPE_DEVICES_READ, Principal
+from core.runtime.core import Core
+from tests.helpers import FakeDevice, b64
+
+pytestmark = pytest.mark.anyio
+URGENT = {"message": "prod is down", "priority": "urgent"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def rest(core: Core) -> AsyncIterator[httpx.AsyncClient]:
+    """The REST API the phone acknowledges through, in this test's event loop (the fan-out wakes
+    waiters of one loop)."""
+    transport = httpx.ASGITransport(app=create_app(core=core))
+    async with core, httpx.AsyncClient(transport=transport, base_url="http://relaybox.test") as client:
+        yield client
+
+
+@pytest.fixture
+async def phone(rest: httpx.AsyncClient) -> FakeDevice:
+    secret, public = generate_keypair()
+    body = {"public_key": b64(public), "name": "Pixel", "app_build": 1}
+    created = (await rest.post("/v1/devices", json=body)).json()
+    return FakeDevice(created["device_id"], created["device_token"], secret, public, created["account_id"])
+
+
+def grant_of(phone: FakeDevice, scopes: frozenset[str] = frozenset(CONNECTOR_SCOPES)) -> Principal:
+    return Principal.connector_grant(
+        account_id=phone.account_id, client_id="client-1", grant_id="grant-1", scopes=scopes
+    )
+
+
+@pytest.fixture
+async def assistant(core: Core, phone: FakeDevice) -> AsyncIterator[Client]:
+    async with Client(build_mcp(core, lambda: grant_of(phone))) as session:
+        yield session
+
+
+async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error is False and result.structured_content is not None, result
+    return dict(result.structured_content)
+
+
+async def error_text(client: Client, tool: str, arguments: dict[str, Any]) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error is True, result
+    return str(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def test_the_tools_say_when_an_alarm_is_warranted(assistant: Client) -> None:
+    tools = {tool.name: tool for tool in (await assistant.list_tools()).tools}
+    send = tools["send_notification"]
+    assert {"repeat", "expire"} <= set(send.input_schema["properties"])
+    assert "receipt" in send.output_schema["properties"]  # type: ignore[index]
+    description = " ".join((send.description or "").split())
+    for words in ("repeat", "until they respond", "never for routine updates", "check_receipt"):
+        assert words in description, words
+    assert tools["check_receipt"].annotations.read_only_hint is True  # type: ignore[union-attr]
+    assert tools["cancel_receipt"].annotations.idempotent_hint is True  # type: ignore[union-attr]
+    assert "acknowledged" in (tools["check_receipt"].description or "")
+
+
+async def test_the_phone_acknowledges_while_check_receipt_waits(
+    assistant: Client, rest: httpx.AsyncClient, phone: FakeDevice
+) -> None:
+    sent = await structured(assistant, "send_notification", URGENT | {"repeat": 60, "expire": 600})
+    receipt = sent["receipt"]
+    assert receipt.startswith("rcp_")
+    state = await structured(assistant, "check_receipt", {"receipt": receipt})
+    assert (state["status"], state["acknowledged_by"]) == ("pending", None)
+
+    async def acknowledge_soon() -> None:
+        await anyio.sleep(0.3)
+        acked = await rest.post(f"/v1/receipts/{receipt}/acknowledge", headers=phone.auth)
+        assert acked.status_code == 200, acked.text
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(acknowledge_soon)
+        with anyio.fail_after(20):
+            waited = await structured(assistant, "check_receipt", {"receipt": receipt, "wait_seconds": 15})
+    assert (waited["status"], waited["acknowledged_by"]) == ("acknowledged", "Pixel")
+    assert waited["acknowledged_at"] is not None
+
+
+async def test_cancel_receipt_stops_the_alarm_and_repeats_safely(assistant: Client) -> None:
+    receipt = (await structured(assistant, "send_notification", URGENT | {"repeat": 30}))["receipt"]
+    first = await structured(assistant, "cancel_receipt", {"receipt": receipt})
+    again = await structured(assistant, "cancel_receipt", {"receipt": receipt})
+    assert first["status"] == again["status"] == "cancelled"
+    assert (await structured(assistant, "check_receipt", {"receipt": receipt}))["status"] == "cancelled"
+
+
+async def test_mistakes_are_tool_errors_with_their_codes(
+    assistant: Client, core: Core, phone: FakeDevice
+) -> None:
+    plain = await structured(assistant, "send_notification", {"message": "build green"})
+    assert plain["receipt"] is None
+    for arguments, code in [
+        ({"priority": "high", "repeat": 60}, "repeat_requires_urgent"),
+        ({"priority": "urgent", "repeat": 5}, "invalid_repeat"),
+        ({"priority": "urgent", "repeat": 60, "expire": 20_000}, "invalid_expire"),
+    ]:
+        text = await error_text(assistant, "send_notification", {"message": "m", **arguments})
+        assert text.startswith(f"{code}: "), text
+    unknown = await error_text(assistant, "check_receipt", {"receipt": "rcp_" + "0" * 32})
+    assert unknown.startswith("receipt_not_found: ")
+    receipt = (await structured(assistant, "send_notification", URGENT | {"repeat": 60}))["receipt"]
+    # A grant without notifications:send may not look at receipts (the auth gate refuses such a call
+    # over HTTP first; the operation holds the same line).
+    async with Client(build_mcp(core, lambda: grant_of(phone, frozenset({SCOPE_DEVICES_READ})))) as narrow:
+        refused = await error_text(narrow, "check_receipt", {"receipt": receipt})
+    assert refused.startswith("insufficient_scope: ")
