@@ -65,10 +65,39 @@ def build_openapi(endpoints: list[Endpoint], *, server_url: str) -> dict[str, An
         "servers": [{"url": server_url}],
         "paths": paths,
         "components": {
-            "schemas": schema.get("$defs", {}),
+            "schemas": _without_null_defaults(schema.get("$defs", {})),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _without_null_defaults(node: Any) -> Any:
+    """``node`` without ``"default": null`` where its schema does not admit null. A field typed
+    ``X | SkipJsonSchema[None] = None`` is documented as X (a form cannot carry a null), and absent
+    means its default; pydantic still writes the null default, which X's own schema rejects."""
+    if isinstance(node, list):
+        return [_without_null_defaults(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {
+        key: _without_null_defaults(value)
+        for key, value in node.items()
+        if not (key == "default" and value is None and not _admits_null(node))
+    }
+
+
+def _admits_null(schema: dict[str, Any]) -> bool:
+    """Whether null is valid under ``schema`` as far as its own keywords say (a ``$ref`` or a
+    schema without a type, a const or an enum is taken to admit it)."""
+    for branches in ("anyOf", "oneOf"):
+        if branches in schema:
+            return any(_admits_null(branch) for branch in schema[branches])
+    if "const" in schema:
+        return schema["const"] is None
+    if "enum" in schema:
+        return None in schema["enum"]
+    types = schema.get("type", "null")
+    return "null" in (types if isinstance(types, list) else [types])
 
 
 def _form_schema(model: type[BaseModel], body_ref: dict[str, Any]) -> dict[str, Any]:
