@@ -32,7 +32,7 @@ from core.services import callback_delivery
 from core.settings import Settings
 from core.store.tables import InteractionCallback
 from tests.fakes.webhook_receiver import HOST_NAME, Reply, WebhookReceiver, wait_until
-from tests.helpers import FakeDevice, create_token, register_phone
+from tests.helpers import FakeDevice
 
 
 @pytest.fixture
@@ -54,22 +54,6 @@ def core(settings: Settings, clock: ManualClock, receiver: WebhookReceiver) -> I
     built = build_core(allowed, clock=clock, resolver=StaticResolver({HOST_NAME: ["127.0.0.1"]}))
     yield built
     built.engine.dispose()
-
-
-@pytest.fixture
-def http(live_server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_server, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-def phone(http: httpx.Client) -> FakeDevice:
-    return register_phone(http)
-
-
-@pytest.fixture
-def caller(http: httpx.Client, phone: FakeDevice) -> dict[str, str]:
-    return {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
 
 
 def ask(http: httpx.Client, caller: dict[str, str], **fields: Any) -> dict[str, Any]:

@@ -25,22 +25,6 @@ from tests.live import serve_in_thread
 
 
 @pytest.fixture
-def http(live_server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_server, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-def phone(http: httpx.Client) -> FakeDevice:
-    return register_phone(http, name="Pixel")
-
-
-@pytest.fixture
-def caller(http: httpx.Client, phone: FakeDevice) -> dict[str, str]:
-    return {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
-
-
-@pytest.fixture
 def tight(settings: Settings, clock: ManualClock) -> Iterator[tuple[Core, httpx.Client]]:
     """A server whose phones need app build 5 to clear and whose tokens may send 3 times a minute."""
     update = {"min_build_notification_clear": 5, "limit_token_burst": 3}

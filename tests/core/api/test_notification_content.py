@@ -5,7 +5,6 @@ the fields in their documented order."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,25 +14,9 @@ from sqlmodel import Session, col, select
 from core.domain.envelope import open_envelope
 from core.runtime.core import Core
 from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, create_token, error_code, pair_computer, register_phone
+from tests.helpers import FakeDevice, error_code, pair_computer
 
 HOOK = "https://hooks.example/deploy"
-
-
-@pytest.fixture
-def http(live_server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_server, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-def phone(http: httpx.Client) -> FakeDevice:
-    return register_phone(http, name="Pixel")
-
-
-@pytest.fixture
-def caller(http: httpx.Client, phone: FakeDevice) -> dict[str, str]:
-    return {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
 
 
 def send(http: httpx.Client, caller: dict[str, str], **fields: Any) -> dict[str, Any]:

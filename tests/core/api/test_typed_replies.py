@@ -8,7 +8,6 @@ import base64
 import json
 import logging
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +23,9 @@ from core.principal import Principal
 from core.runtime.core import Core
 from core.services.interactions import take_interaction_text
 from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, create_token, error_code, register_phone, tables_containing
+from tests.helpers import FakeDevice, create_token, error_code, tables_containing
 
 MARKER = "TYPED-REPLY-MARKER-7f3a"
-
-
-@pytest.fixture
-def http(live_server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_server, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-def phone(http: httpx.Client) -> FakeDevice:
-    return register_phone(http)
-
-
-@pytest.fixture
-def caller(http: httpx.Client, phone: FakeDevice) -> dict[str, str]:
-    return {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
 
 
 def ask(http: httpx.Client, caller: dict[str, str], **fields: Any) -> dict[str, Any]:

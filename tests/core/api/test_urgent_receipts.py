@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,22 +21,6 @@ from core.store.tables import QueuedEnvelope
 from tests.helpers import FakeDevice, create_token, error_code, pair_computer, register_phone
 
 URGENT = {"message": "prod is down", "title": "PagerDuty", "priority": "urgent"}
-
-
-@pytest.fixture
-def http(live_server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_server, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-def phone(http: httpx.Client) -> FakeDevice:
-    return register_phone(http, name="Pixel")
-
-
-@pytest.fixture
-def caller(http: httpx.Client, phone: FakeDevice) -> dict[str, str]:
-    return {"Authorization": f"Bearer {create_token(http, phone)['token']}"}
 
 
 def send(http: httpx.Client, caller: dict[str, str], **fields: Any) -> dict[str, Any]:
