@@ -13,6 +13,7 @@ const store = globalThis.relayboxStore;
 const alerts = new Map(); // by receipt: {payload, entry, status, button, count, timer}
 const ALARM_S = 2; // each alert's tone and vibration
 const STOPPED = {
+  mine: "You acknowledged it.",
   acknowledged: "Acknowledged.",
   cancelled: "Cancelled by the sender.",
   expired: "Expired without an acknowledgement.",
@@ -73,8 +74,12 @@ async function acknowledge(receipt, ui) {
     if (alert) alert.button.disabled = false;
   }
   if (outcome.status !== 200) throw new Error(outcome.body?.error?.message || "The server refused it.");
-  const reason = outcome.body.status === "acknowledged" ? "mine" : outcome.body.status;
-  await stopUrgent(receipt, reason, ui);
+  const identity = await store.load();
+  const by = outcome.body.acknowledged_by;
+  const mine = outcome.body.status === "acknowledged" && by && by.device_id === identity.deviceId;
+  await stopUrgent(receipt, mine ? "mine" : outcome.body.status, ui);
+  // The server's urgent_stop reaches this phone too, and may have stopped the alert first.
+  if (alert && mine) alert.status.textContent = STOPPED.mine;
 }
 
 /** Stop an alert: acknowledged ("mine": here), cancelled or expired. Unknown receipts are kept as
@@ -85,7 +90,7 @@ export async function stopUrgent(receipt, reason, ui) {
   if (alert) {
     clearTimeout(alert.timer);
     alert.button.remove();
-    alert.status.textContent = reason === "mine" ? "You acknowledged it." : STOPPED[reason] || "Stopped.";
+    alert.status.textContent = STOPPED[reason] || "Stopped.";
     alert.entry.classList.add("settled");
   }
   if ("serviceWorker" in navigator) {
