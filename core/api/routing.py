@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import anyio
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -95,8 +95,13 @@ class Endpoint:
         headers = (
             limit_headers(result.rate_limit) if isinstance(result, Limited) and result.rate_limit else None
         )
-        return JSONResponse(
-            result.model_dump(mode="json", exclude_none=True), status_code=status, headers=headers
+        # pydantic writes the JSON itself (in Rust): compact UTF-8 JSON, as JSONResponse renders a
+        # model_dump(mode="json"), at less than half the cost on the send path.
+        return Response(
+            result.model_dump_json(exclude_none=True),
+            status_code=status,
+            headers=headers,
+            media_type="application/json",
         )
 
 
