@@ -131,8 +131,12 @@ def logging_settings(access_log: bool) -> dict[str, str]:
 
 
 def server_env(data_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
-    """The inherited environment minus any RELAYBOX_* setting, plus the run's ``settings``."""
+    """The inherited environment minus any RELAYBOX_* setting, plus the run's ``settings``; a
+    relative ``PYTHONPATH`` (``PYTHONPATH=. bench/send.py`` in a checkout) made absolute, so the
+    servers run the code of the checkout the bench was started in."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
+    if env.get("PYTHONPATH"):  # the server runs in the work dir: a relative entry would point there
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
     env.update(settings)
     env["RELAYBOX_DATA_DIR"] = str(data_dir)
     env["PYTHONUNBUFFERED"] = "1"

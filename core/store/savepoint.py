@@ -1,4 +1,4 @@
-"""One write of a SQLite group commit, in a savepoint of the group's transaction.
+"""One write of a group commit, in a savepoint of the group's transaction.
 
 ``Session.begin_nested`` cost a short write (a relay, a send) more than its own statements: it
 compiles SAVEPOINT and RELEASE afresh each time and keeps a nested ORM transaction with its own
@@ -8,7 +8,8 @@ savepoint is rolled back and the session forgets every object it holds (their st
 longer match the rows; nothing is lost, as every earlier write was flushed).
 
 The ORM knows nothing of such a savepoint: an ORM flush that fails rolls back the session's
-whole transaction, and SQLite ends it on its own after some errors (disk full, I/O); a savepoint
+whole transaction, and SQLite ends it on its own after some errors (disk full, I/O; PostgreSQL
+only marks it failed, which rolling back to the savepoint undoes); a savepoint
 that cannot be ended (never seen) rolls it back too. Then the error is raised as it is, and
 ``in_transaction`` tells the caller that the whole group is lost.
 """
@@ -58,8 +59,15 @@ def _close(session: Session, connection: Connection, *statements: str) -> None:
 
 
 def in_transaction(session: Session) -> bool:
-    """Whether the session and the SQLite connection under it are both still in the transaction."""
+    """Whether the session and the connection under it are both still in the transaction (on
+    PostgreSQL one a failed statement left to be rolled back to a savepoint counts)."""
     if not session.in_transaction() or not session.is_active:
         return False
     driver = session.connection().connection.driver_connection
+    info = getattr(driver, "info", None)  # psycopg's; sqlite3 has none
+    if info is not None:
+        return info.transaction_status.name in _POSTGRES_IN_TRANSACTION
     return bool(getattr(driver, "in_transaction", False))
+
+
+_POSTGRES_IN_TRANSACTION = ("INTRANS", "INERROR")  # idle in a transaction, or in a failed one
