@@ -31,28 +31,48 @@ NAME = "relaybox_write"
 def in_savepoint(session: Session, write: Callable[[], T]) -> T:
     """``write()`` in a savepoint of the session's transaction (begun if need be): released when it
     returns, rolled back to when it raises (unless the transaction itself ended), and its error
-    raised again."""
+    raised again.
+
+    On PostgreSQL, where every statement is a round trip, a savepoint that was written is left
+    open when its write returns: the next write's ``SAVEPOINT`` releases it in the same round
+    trip, or the commit does. There is never more than one open, so ``ROLLBACK TO`` always names
+    the failing write's own."""
     connection = session.connection()
-    run_on_driver(connection, f"SAVEPOINT {NAME}")
+    several = connection.dialect.name == "postgresql"  # several statements in one round trip
+    left_open = session.info.pop(_LEFT_OPEN, False)
+    _close(session, connection, several, *([f"RELEASE {NAME}"] if left_open else []), f"SAVEPOINT {NAME}")
     try:
         result = write()
         session.flush()
     except Exception:
         if in_transaction(session):
-            _close(session, connection, f"ROLLBACK TO {NAME}", f"RELEASE {NAME}")
+            _close(session, connection, several, f"ROLLBACK TO {NAME}", f"RELEASE {NAME}")
             session.expunge_all()
         raise
-    _close(session, connection, f"RELEASE {NAME}")
+    if several:
+        session.info[_LEFT_OPEN] = True
+    else:
+        _close(session, connection, several, f"RELEASE {NAME}")
     return result
 
 
-def _close(session: Session, connection: Connection, *statements: str) -> None:
-    """End the savepoint. Should that fail, what the write did can no longer be told apart from
-    what the writes before it did: the whole transaction is rolled back (``in_transaction`` is
-    then false) and the error raised."""
-    try:
+_LEFT_OPEN = "relaybox_savepoint_left_open"  # in the session's info: released by the next one
+
+
+def _run(connection: Connection, several: bool, *statements: str) -> None:
+    if several:
+        run_on_driver(connection, "; ".join(statements))
+    else:
         for statement in statements:
             run_on_driver(connection, statement)
+
+
+def _close(session: Session, connection: Connection, several: bool, *statements: str) -> None:
+    """End (or open) the savepoint. Should that fail, what the write did can no longer be told
+    apart from what the writes before it did: the whole transaction is rolled back
+    (``in_transaction`` is then false) and the error raised."""
+    try:
+        _run(connection, several, *statements)
     except Exception:
         session.rollback()
         raise
