@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -57,6 +58,10 @@ MAX_GROUP = 64  # operations in one transaction: bounds the time the others in i
 # PostgreSQL gives each savepoint that writes a subtransaction; past 64 in one transaction, every
 # other session's snapshots take a slower path (the backend's subtransaction cache overflows).
 MAX_GROUP_POSTGRES = 32
+# A transaction open this long takes no further write: the rest of the group goes in the next one,
+# so that a group under slow writes (a slow Redis, say) stays far within the connection deadline
+# (``core.store.deadline``), each transaction holding its locks no longer than this and one write.
+GROUP_BUDGET_S = 0.25
 
 
 @dataclass(eq=False)
@@ -142,7 +147,8 @@ class GroupCommitter:
 def write_group(
     engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
 ) -> None:
-    """On a worker thread: the group in one transaction, each write in a savepoint of its own,
+    """On a worker thread: the group in one transaction (or, should it run long, several one
+    after another: ``GROUP_BUDGET_S``), each write in a savepoint of its own,
     so that one that raises is rolled back alone and the others are still written. Each write
     runs exactly once (what it did outside the transaction, such as charging rate limits, is
     not repeated): when the transaction itself fails, so does every write it held."""
@@ -157,12 +163,25 @@ def write_group(
         except Exception as error:
             write.failed(error)
         return
+    while writes:
+        writes = writes[_write_in_one_transaction(engine, sqlite_writer, make_tx, writes) :]
+
+
+def _write_in_one_transaction(
+    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
+) -> int:
+    """The first of ``writes`` in one transaction, and those after it while the transaction has
+    been open less than ``GROUP_BUDGET_S``; how many it took. When the transaction fails, every
+    write it held and every one after them fails with it, as in one group."""
+    started = time.monotonic()
     outcomes: list[Outcome[Any] | Exception] = []
     try:
         with sqlite_writer or nullcontext(), session_scope(engine) as session:
             if sqlite_writer is None:
                 _lock_devices_of(session, {write.principal.account_id for write in writes})
             for write in writes:
+                if outcomes and time.monotonic() - started > GROUP_BUDGET_S:
+                    break
                 outcome = _write_in_savepoint(session, make_tx, write)
                 outcomes.append(outcome)
                 if isinstance(outcome, Exception) and not in_transaction(session):
@@ -170,11 +189,12 @@ def write_group(
     except Exception as error:  # rolled back: what failed alone keeps its own error
         outcomes = [o if isinstance(o, Exception) else error for o in outcomes]
         outcomes += [error] * (len(writes) - len(outcomes))
-    for write, outcome in zip(writes, outcomes, strict=True):
+    for write, outcome in zip(writes, outcomes, strict=False):
         if isinstance(outcome, Exception):
             write.failed(outcome)
         else:
             write.succeeded(*outcome)
+    return len(outcomes)
 
 
 def _write_in_savepoint(session: Session, make_tx: MakeTx, write: Write) -> Outcome[Any] | Exception:
