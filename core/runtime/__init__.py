@@ -13,8 +13,8 @@ worker thread                 ``def op(tx, principal, …)``, the default: one t
 (``transaction``)             a worker thread.
 quick read (``loop_reader``)  ``@quick_read``: a few rows by index, on the event loop itself
                               when the database is a SQLite file and is not busy.
-group commit                  ``@group_commit``: a short write on SQLite that shares its
-(``group_commit``)            transaction with the writes queued beside it.
+group commit                  ``@group_commit``: a short write that shares its transaction
+(``group_commit``)            with the writes queued beside it (SQLite and PostgreSQL).
 ============================  ============================================================
 
 Plain operations receive a ``Tx`` (``tx``) and emit events (``events``); after the commit the

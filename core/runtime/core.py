@@ -26,7 +26,7 @@ from core.credentials import CredentialCache
 from core.principal import Principal
 from core.runtime.after_commit import AfterCommit
 from core.runtime.events import Deferred
-from core.runtime.group_commit import GroupCommitter, Write, write_group
+from core.runtime.group_commit import MAX_GROUP, MAX_GROUP_POSTGRES, GroupCommitter, Write, write_group
 from core.runtime.loop_reader import LoopReader, read_on_loop
 from core.runtime.marks import is_group_commit, is_quick_read
 from core.runtime.presence import Presence
@@ -75,11 +75,10 @@ class Core:
         self.after_commit = AfterCommit(self)
         self._tasks: TaskGroup | None = None
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
-        # SQLite writes one transaction at a time: hot writes there share transactions.
-        self._group = (
-            GroupCommitter(functools.partial(write_group, engine, self._sqlite_writer, self._tx))
-            if self._sqlite_writer is not None
-            else None
+        # Hot writes under load share transactions (``core.runtime.group_commit``).
+        self._group = GroupCommitter(
+            functools.partial(write_group, engine, self._sqlite_writer, self._tx),
+            max_group=MAX_GROUP if self._sqlite_writer is not None else MAX_GROUP_POSTGRES,
         )
         # What /readyz checks, by name; bootstrap adds one per external service (Redis).
         self.readiness_probes: dict[str, ReadinessProbe] = {"database": self._database_ready}
@@ -95,8 +94,7 @@ class Core:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self.credentials.follow, self.fanout)
-        if self._group is not None:
-            self._tasks.start_soon(self._group.write_forever)
+        self._tasks.start_soon(self._group.write_forever)
         if self.loop_reader is not None:  # a SQLite file
             self._tasks.start_soon(self._checkpoint_forever)
         return self
@@ -159,12 +157,7 @@ class Core:
                 )
             if read is not None:
                 result, events = read
-            elif (
-                self._group is not None
-                and self._group.running
-                and is_group_commit(op)
-                and self.waits.in_loop()
-            ):
+            elif self._group.running and is_group_commit(op) and self.waits.in_loop():
                 result, events = await self._group.submit(Write(op, principal, args, kw))
             else:
                 result, events = await anyio.to_thread.run_sync(

@@ -1,20 +1,29 @@
-"""Run mode "group commit", for a ``@group_commit`` operation on SQLite while the Core runs: hot
-writes submitted while another group is being written share the next transaction.
+"""Run mode "group commit", for a ``@group_commit`` operation while the Core runs: hot writes
+submitted while another group is being written share the next transaction.
 
-SQLite has one writer at a time, so under load every write waits for the lock anyway; what each
-pays on top of its own statements — a worker-thread hop, a session, BEGIN IMMEDIATE and COMMIT —
-is paid once per group instead. One task writes the groups, one after another: every write
-queued while a group is in the database goes into the next one (at most ``MAX_GROUP``). A write
-that arrives while nothing is being written goes at once, in a group of one, so nothing waits
-for company.
+What each write pays on top of its own statements — a worker-thread hop, a session, BEGIN and
+COMMIT (on PostgreSQL two round trips, on SQLite the write lock) — is paid once per group
+instead. On SQLite, with one writer at a time, every write waits for the lock anyway. On
+PostgreSQL the writes of one account (a send, a relay) lock the same device rows
+(``core.services.delivery.lock_recipients``): apart, each waits for the one before it to commit,
+holding a worker thread and a pooled connection; together, they take the locks once. One task
+writes the groups, one after another: every write queued while a group is in the database goes
+into the next one (at most ``MAX_GROUP``, on PostgreSQL ``MAX_GROUP_POSTGRES``). A write that
+arrives while nothing is being written goes at once, in a group of one, as a worker-thread
+transaction would, so nothing waits for company.
 
 Each operation of a group runs in a savepoint of its own (``core.store.savepoint``): one that
 raises is rolled back to it and fails alone, the others are written, so one bad request never
 fails another and each caller gets exactly its own result or error. Every operation runs exactly
 once, so what it does outside its transaction before it returns (charging rate limits) is not
-repeated; when the transaction itself fails (its commit, or SQLite ending it under a write),
-every operation in it fails with that error, as a lone one would. Side effects that must wait
-for the commit (push, fan-out) are events, acted on after it.
+repeated; when the transaction itself fails (its commit, or the database ending it under a
+write), every operation in it fails with that error, as a lone one would. Side effects that must
+wait for the commit (push, fan-out) are events, acted on after it.
+
+On PostgreSQL a group of several first locks every device of the accounts its writes act for, in
+one statement, in the order ``lock_recipients`` uses: a group then takes its row locks as one send
+does, all at once and in order, so two groups (two replicas) or a group and a lone send cannot
+deadlock, which locking send after send in one transaction could.
 
 An operation whose ORM flush may fail (a unique constraint used as a check) must not be marked:
 the ORM rolls back the whole transaction on a failed flush, failing the group. The marked ones
@@ -25,12 +34,15 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from sqlalchemy import Engine
+from sqlalchemy import Engine, String, bindparam, func, select
+from sqlalchemy.dialects import postgresql
 from sqlmodel import Session
 
 from core.principal import Principal
@@ -38,9 +50,18 @@ from core.runtime.events import Event
 from core.runtime.transaction import run_in_transaction
 from core.runtime.tx import MakeTx, Outcome
 from core.store.database import session_scope
+from core.store.prepared import PreparedStatement
 from core.store.savepoint import in_savepoint, in_transaction
+from core.store.tables import Device
 
 MAX_GROUP = 64  # operations in one transaction: bounds the time the others in it wait
+# PostgreSQL gives each savepoint that writes a subtransaction; past 64 in one transaction, every
+# other session's snapshots take a slower path (the backend's subtransaction cache overflows).
+MAX_GROUP_POSTGRES = 32
+# A transaction open this long takes no further write: the rest of the group goes in the next one,
+# so that a group under slow writes (a slow Redis, say) stays far within the connection deadline
+# (``core.store.deadline``), each transaction holding its locks no longer than this and one write.
+GROUP_BUDGET_S = 0.25
 
 
 @dataclass(eq=False)
@@ -73,8 +94,9 @@ WriteGroup = Callable[[list[Write]], None]
 
 
 class GroupCommitter:
-    def __init__(self, write_group: WriteGroup) -> None:
+    def __init__(self, write_group: WriteGroup, *, max_group: int = MAX_GROUP) -> None:
         self._write_group = write_group
+        self._max_group = max_group
         self._queued: list[Write] = []
         self._writing: list[Write] = []
         self._work = anyio.Event()
@@ -99,8 +121,8 @@ class GroupCommitter:
                 await self._work.wait()
                 self._work = anyio.Event()
                 while self._queued:
-                    self._writing = self._queued[:MAX_GROUP]
-                    del self._queued[:MAX_GROUP]
+                    self._writing = self._queued[: self._max_group]
+                    del self._queued[: self._max_group]
                     try:
                         await anyio.to_thread.run_sync(self._write_group, self._writing)
                     except Exception as error:  # not expected: each outcome is recorded on its write
@@ -122,8 +144,11 @@ class GroupCommitter:
             write.done.set()
 
 
-def write_group(engine: Engine, sqlite_writer: threading.Lock, make_tx: MakeTx, writes: list[Write]) -> None:
-    """On a worker thread: the group in one transaction, each write in a savepoint of its own,
+def write_group(
+    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
+) -> None:
+    """On a worker thread: the group in one transaction (or, should it run long, several one
+    after another: ``GROUP_BUDGET_S``), each write in a savepoint of its own,
     so that one that raises is rolled back alone and the others are still written. Each write
     runs exactly once (what it did outside the transaction, such as charging rate limits, is
     not repeated): when the transaction itself fails, so does every write it held."""
@@ -138,10 +163,25 @@ def write_group(engine: Engine, sqlite_writer: threading.Lock, make_tx: MakeTx, 
         except Exception as error:
             write.failed(error)
         return
+    while writes:
+        writes = writes[_write_in_one_transaction(engine, sqlite_writer, make_tx, writes) :]
+
+
+def _write_in_one_transaction(
+    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
+) -> int:
+    """The first of ``writes`` in one transaction, and those after it while the transaction has
+    been open less than ``GROUP_BUDGET_S``; how many it took. When the transaction fails, every
+    write it held and every one after them fails with it, as in one group."""
+    started = time.monotonic()
     outcomes: list[Outcome[Any] | Exception] = []
     try:
-        with sqlite_writer, session_scope(engine) as session:
+        with sqlite_writer or nullcontext(), session_scope(engine) as session:
+            if sqlite_writer is None:
+                _lock_devices_of(session, {write.principal.account_id for write in writes})
             for write in writes:
+                if outcomes and time.monotonic() - started > GROUP_BUDGET_S:
+                    break
                 outcome = _write_in_savepoint(session, make_tx, write)
                 outcomes.append(outcome)
                 if isinstance(outcome, Exception) and not in_transaction(session):
@@ -149,11 +189,12 @@ def write_group(engine: Engine, sqlite_writer: threading.Lock, make_tx: MakeTx, 
     except Exception as error:  # rolled back: what failed alone keeps its own error
         outcomes = [o if isinstance(o, Exception) else error for o in outcomes]
         outcomes += [error] * (len(writes) - len(outcomes))
-    for write, outcome in zip(writes, outcomes, strict=True):
+    for write, outcome in zip(writes, outcomes, strict=False):
         if isinstance(outcome, Exception):
             write.failed(outcome)
         else:
             write.succeeded(*outcome)
+    return len(outcomes)
 
 
 def _write_in_savepoint(session: Session, make_tx: MakeTx, write: Write) -> Outcome[Any] | Exception:
@@ -165,3 +206,19 @@ def _write_in_savepoint(session: Session, make_tx: MakeTx, write: Write) -> Outc
     except Exception as error:
         return error
     return result, tx.events
+
+
+_DEVICES = Device.__table__  # type: ignore[attr-defined]
+_LOCK_ACCOUNTS_DEVICES = PreparedStatement(  # PostgreSQL only, as ``lock_recipients``: by id
+    select(_DEVICES.c.device_id)
+    .where(_DEVICES.c.account_id == func.any(bindparam("accounts", type_=postgresql.ARRAY(String))))
+    .order_by(_DEVICES.c.device_id)
+    .with_for_update()
+)
+
+
+def _lock_devices_of(session: Session, account_ids: set[str]) -> None:
+    """PostgreSQL: lock every device of these accounts, before any write of the group locks some."""
+    accounts = sorted(account for account in account_ids if account)
+    if accounts:
+        _LOCK_ACCOUNTS_DEVICES.rows(session.connection(), accounts=accounts)

@@ -1,4 +1,4 @@
-"""Group commit: relays and sends submitted together on SQLite share one transaction, each caller
+"""Group commit: relays and sends submitted together share one transaction, each caller
 still gets exactly its own result or error, a bad one never fails or duplicates the others, every
 write runs exactly once (a send's rate limits are charged once), and writes still queued when the
 Core stops fail instead of hanging."""
@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from core.adapters.limits.base import LimitCheck
@@ -81,10 +81,7 @@ async def test_relays_submitted_together_share_transactions_and_each_gets_its_se
     assert len(set(seqs)) == 30
     queued = await running.run(read_queue, pair.computer, after=0)
     assert [item.seq for item in queued.items] == sorted(seqs)  # each once, in seq order
-    if running.engine.dialect.name == "sqlite":
-        assert transactions[0] <= 3  # 30 writes: the first alone, the rest together
-    else:
-        assert transactions[0] >= 30  # PostgreSQL writes in parallel: one transaction each
+    assert transactions[0] <= 3  # 30 writes: the first alone, the rest together (MAX_GROUP_POSTGRES)
 
 
 async def test_a_bad_relay_in_a_group_fails_alone_and_the_others_are_written_once(running: Core) -> None:
@@ -144,8 +141,7 @@ async def test_sends_in_a_group_are_charged_once_each_when_some_are_refused(send
     queued = await core.run(read_queue, pair.computer, after=0)
     notifications = [item for item in queued.items if item.type == "notification"]
     assert len(notifications) == SEND_BURST  # each accepted send queued once, no refused one
-    if core.engine.dialect.name == "sqlite":
-        assert transactions[0] <= 3  # the first alone, the rest together
+    assert transactions[0] <= 3  # the first alone, the rest together
 
 
 @group_commit
@@ -177,6 +173,31 @@ async def test_a_write_that_raises_in_a_group_is_rolled_back_alone(running: Core
     assert sorted(item.seq for item in queued.items if item.sender != "server") == sorted(
         a.seq for a in accepted
     )
+
+
+@group_commit
+def queue_then_break_a_constraint(tx: Tx, principal: Principal, *, recipient: str) -> None:
+    """Queues a row, then runs a statement the database refuses (a device without its columns)."""
+    enqueue(tx, recipient, sender="test", type="ping", blob=b"x", ttl_s=60)
+    tx.connection().execute(text("INSERT INTO devices (device_id) VALUES ('dev_without_columns')"))
+
+
+async def test_a_statement_the_database_refuses_in_a_group_fails_alone(running: Core) -> None:
+    """On PostgreSQL the refused statement leaves the transaction failed until it is rolled back
+    to the write's savepoint: the group goes on from there."""
+    pair = await paired(running)
+    assert pair.computer.device_id is not None
+    calls: list[Call] = [(relay_envelope, {"body": pair.envelope(b"good %d" % n)}) for n in range(10)]
+    for n in (2, 7):
+        calls.insert(n, (queue_then_break_a_constraint, {"recipient": pair.computer.device_id}))
+
+    results = await run_all(running, pair.phone, calls)
+
+    assert [type(r) for r in results].count(IntegrityError) == 2
+    accepted = [r for r in results if isinstance(r, EnvelopeAccepted)]
+    assert len(accepted) == 10
+    queued = await running.run(read_queue, pair.computer, after=0)
+    assert sorted(item.seq for item in queued.items) == sorted(a.seq for a in accepted)
 
 
 @group_commit

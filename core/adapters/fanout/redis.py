@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import redis.asyncio
 from redis.asyncio.retry import Retry
@@ -28,6 +29,14 @@ DEFAULT_NAMESPACE = "relaybox"
 TIMEOUT_S = 2.0
 
 
+@dataclass(eq=False)
+class _Batch:
+    """Messages published while another publish was on its way, sent together after it."""
+
+    messages: list[tuple[str, str]] = field(default_factory=list)
+    sent: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class RedisFanout:
     def __init__(
         self, url: str, *, namespace: str = DEFAULT_NAMESPACE, breaker: CircuitBreaker | None = None
@@ -38,6 +47,8 @@ class RedisFanout:
         self._client: redis.asyncio.Redis | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscriber: RedisSubscriber | None = None  # made on the first subscribe
+        self._batch: _Batch | None = None  # publishes waiting for the one on its way
+        self._sender: asyncio.Future[None] | None = None  # sends the batches, while there are any
 
     # -- the Fanout protocol ----------------------------------------------------------------
     async def publish(self, topic: str, message: str) -> None:
@@ -46,10 +57,32 @@ class RedisFanout:
         await self.publish_all(((topic, message),))
 
     async def publish_all(self, messages: Sequence[tuple[str, str]]) -> None:
-        """One round trip for all: several are pipelined."""
+        """One round trip for all: several are pipelined. Publishes made while one is on its way
+        to Redis wait for it and then go together, in the order they were made (the sends of a
+        group commit, answered together: one round trip and one connection for all of their
+        wake-ups rather than one each); the caller returns once its messages were sent."""
         self._bind_loop()
         if not self.breaker.allow():
             return  # Redis is down: the wake-up is skipped at once rather than after a timeout
+        if self._batch is None:
+            self._batch = _Batch()
+        batch = self._batch
+        batch.messages.extend(messages)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.ensure_future(self._send_batches())
+        await batch.sent.wait()
+
+    async def _send_batches(self) -> None:
+        while self._batch is not None:
+            batch, self._batch = self._batch, None
+            try:
+                await self._publish_now(batch.messages)
+            except Exception:  # not expected (Redis errors are handled); the next batch still goes
+                log.exception("fan-out publish failed unexpectedly")
+            finally:
+                batch.sent.set()
+
+    async def _publish_now(self, messages: Sequence[tuple[str, str]]) -> None:
         client = self._publisher()
         try:
             if len(messages) == 1:
@@ -106,7 +139,11 @@ class RedisFanout:
         self.breaker.succeeded()
 
     async def aclose(self) -> None:
-        """Stop the subscriber and close both connections; a later use starts afresh."""
+        """Send what is waiting, stop the subscriber and close both connections; a later use
+        starts afresh."""
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            await sender
         subscriber, self._subscriber = self._subscriber, None
         if subscriber is not None:
             await subscriber.aclose()

@@ -1,19 +1,17 @@
-"""A group-commit write in a savepoint of its own (SQLite): what it wrote through the ORM or the
+"""A group-commit write in a savepoint of its own (SQLite, PostgreSQL): what it wrote through the ORM or the
 driver is kept when it returns and undone when it raises, the session forgets what it held, the
 writes before it are kept; a savepoint that cannot be ended is SQLAlchemy's error and ends the
 transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session
 
-from core.store.database import make_engine, session_scope
+from core.runtime.core import Core
+from core.store.database import session_scope
 from core.store.savepoint import NAME, in_savepoint, in_transaction
 from core.store.tables import Account
 
@@ -21,11 +19,9 @@ ACCOUNT = Account.__table__  # type: ignore[attr-defined]
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'savepoint.db'}")
-    SQLModel.metadata.create_all(engine)
-    yield engine
-    engine.dispose()
+def engine(core: Core) -> Engine:
+    """The database of a Core (migrated), on each backend."""
+    return core.engine
 
 
 def add_accounts(session: Session, *ids: str) -> None:
@@ -91,7 +87,7 @@ def test_a_savepoint_that_cannot_be_ended_is_sqlalchemys_error_and_ends_the_tran
 
     with session_scope(engine) as session:
         in_savepoint(session, lambda: add_accounts(session, "a1"))
-        with pytest.raises(OperationalError, match="no such savepoint"):
+        with pytest.raises(OperationalError, match=r"no such savepoint|does not exist"):
             in_savepoint(session, add_release_its_savepoint_then_refuse)
         assert not in_transaction(session)  # b1 and b2 cannot be undone alone: nothing is kept
     assert accounts(engine) == set()

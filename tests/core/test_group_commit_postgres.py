@@ -1,0 +1,89 @@
+"""Group commit on PostgreSQL: a group of several locks every device of the accounts its writes
+act for before any of them runs, all in one statement, so two groups (two replicas) cannot each
+hold a device the other's next write waits for. On both backends: a group's transaction takes no
+further write once it has been open ``GROUP_BUDGET_S``; the rest go in the next one."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import OperationalError
+
+from core.principal import Principal
+from core.runtime import group_commit as group_commit_module
+from core.runtime.core import Core
+from core.runtime.marks import group_commit
+from core.runtime.tx import Tx
+from core.services.delivery import enqueue
+from core.services.relay import read_queue
+from tests.core.pairs import paired
+from tests.core.test_group_commit import count_write_transactions
+
+pytestmark = pytest.mark.anyio
+
+
+@group_commit
+def locked_elsewhere(tx: Tx, principal: Principal, *, engine: Engine, device_id: str) -> bool:
+    """Whether another connection finds ``device_id`` locked while this write runs (it locks
+    nothing itself)."""
+    with engine.connect() as other:
+        try:
+            other.execute(
+                text("SELECT device_id FROM devices WHERE device_id = :d FOR UPDATE NOWAIT"), {"d": device_id}
+            )
+        except OperationalError:  # lock not available
+            return True
+    return False
+
+
+async def test_a_group_holds_its_accounts_device_locks_before_its_writes_run(running: Core) -> None:
+    if running.engine.dialect.name != "postgresql":
+        pytest.skip("row locks: PostgreSQL only (SQLite writers are serial)")
+    pair = await paired(running)
+    other_device = pair.computer.device_id  # no write of the group locks it itself
+    assert other_device is not None
+    found: list[bool] = []
+
+    async def one() -> None:
+        found.append(
+            await running.run(locked_elsewhere, pair.phone, engine=running.engine, device_id=other_device)
+        )
+
+    async with anyio.create_task_group() as group:
+        for _ in range(6):
+            group.start_soon(one)
+
+    assert found.count(True) >= 5, found  # all but perhaps the first, written alone
+
+
+@group_commit
+def slow_write(tx: Tx, principal: Principal, *, recipient: str) -> int:
+    time.sleep(0.03)
+    return enqueue(tx, recipient, sender="test", type="ping", blob=b"slow", ttl_s=60)
+
+
+async def test_a_group_that_runs_long_goes_on_in_the_next_transaction(
+    running: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On both backends: each transaction stays short; every write is written once."""
+    monkeypatch.setattr(group_commit_module, "GROUP_BUDGET_S", 0.1)
+    pair = await paired(running)
+    recipient = pair.computer.device_id
+    assert recipient is not None
+    transactions = count_write_transactions(running)
+    seqs: list[int] = []
+
+    async def one() -> None:
+        seqs.append(await running.run(slow_write, pair.phone, recipient=recipient))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(10):
+            group.start_soon(one)
+
+    assert len(set(seqs)) == 10
+    assert 3 <= transactions[0] <= 9  # a few writes each (about 4), not all in one
+    queued = await running.run(read_queue, pair.computer, after=0)
+    assert sorted(item.seq for item in queued.items if item.sender == "test") == sorted(seqs)
