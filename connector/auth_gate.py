@@ -83,7 +83,7 @@ class McpAuthGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
+        headers = _stripped(scope["headers"])
         scope = {**scope, "headers": headers}
         if b"access_token=" in scope.get("query_string", b""):
             await self._challenge(send, 400, 'error="invalid_request", error_description="no tokens in URLs"')
@@ -150,6 +150,15 @@ class McpAuthGate:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def _stripped(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` with every value stripped of surrounding spaces and tabs: a new list when some
+    value has them, else the same list (the usual case: nothing to copy)."""
+    for _name, value in headers:
+        if value.strip(b" \t") != value:
+            return [(name, value.strip(b" \t")) for name, value in headers]
+    return headers
 
 
 def _bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:

@@ -14,7 +14,6 @@ The OAuth endpoints answer any origin themselves (``oauth.metadata.CORS_HEADERS`
 
 from __future__ import annotations
 
-from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from core.api.errors import render
@@ -71,4 +70,6 @@ class CrossOrigin:
 
 
 def request_origin(scope: Scope) -> str | None:
-    return Headers(scope=scope).get("origin")
+    """The request's ``Origin`` header, read where it lies (every /mcp call asks: no ``Headers``
+    copy of the list for one look-up)."""
+    return next((value.decode("latin-1") for name, value in scope["headers"] if name == b"origin"), None)

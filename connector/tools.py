@@ -1,19 +1,19 @@
 """The connector's tools as the MCP SDK serves them. Each ``Tool`` declared in
 ``connector.tool_set`` is registered with its operation bound to the verified grant of the call;
-a result becomes structured content, a core error an ``isError`` result whose text starts with the
-stable code. ``TOOL_SCOPES`` is what the auth gate checks before a call reaches a tool."""
+a result is handed to the SDK, which makes it structured content (and its JSON text) as for any
+``MCPServer`` tool, and a core error becomes an ``isError`` result whose text starts with the stable
+code. ``TOOL_SCOPES`` is what the auth gate checks before a call reaches a tool."""
 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from connector.tool_base import Tool, ToolCall
 from connector.tool_set import TOOLS
@@ -42,20 +42,24 @@ def register_tools(mcp: MCPServer, core: Core, principal: PrincipalSource) -> No
         )
 
 
-def bind(tool: Tool, core: Core, principal: PrincipalSource) -> Callable[..., Awaitable[CallToolResult]]:
+def bind(
+    tool: Tool, core: Core, principal: PrincipalSource
+) -> Callable[..., Awaitable[BaseModel | CallToolResult]]:
     """``tool``'s operation as the SDK calls it: the tool's arguments (and the SDK's ``Context``
     where the operation takes one) as keywords, the call's ``ToolCall`` put first. Its signature
     is the operation's without ``call``, returning ``tool.output``: the SDK derives the schemas from
-    it. The output is rendered as structured content, a core error as ``code: message``, and
-    anything unexpected as ``internal_error`` (logged, never shown)."""
+    it. The output model itself is returned: the SDK checks it against the output schema (the very
+    model: nothing to validate again) and renders it as structured content and its JSON text, as it
+    does for any tool; a core error becomes ``code: message``, and anything unexpected
+    ``internal_error`` (logged, never shown)."""
     signature = inspect.signature(tool.operation, eval_str=True)
     if signature.return_annotation is not tool.output:
         raise TypeError(f"{tool.name} returns {signature.return_annotation!r}, not {tool.output!r}")
     _call, *arguments = signature.parameters.values()
 
-    async def call_tool(**kwargs: Any) -> CallToolResult:
+    async def call_tool(**kwargs: Any) -> BaseModel | CallToolResult:
         try:
-            result = await tool.operation(ToolCall(core, principal()), **kwargs)
+            return await tool.operation(ToolCall(core, principal()), **kwargs)
         except RelayError as error:
             return tool_error(error.code, error.message)
         except ValidationError as error:
@@ -63,10 +67,6 @@ def bind(tool: Tool, core: Core, principal: PrincipalSource) -> Callable[..., Aw
         except Exception:
             log.exception("connector tool %s failed unexpectedly", tool.name)
             return tool_error("internal_error", "Something went wrong on our side.")
-        structured = result.model_dump(mode="json")
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(structured))], structured_content=structured
-        )
 
     call_tool.__name__ = call_tool.__qualname__ = tool.name
     call_tool.__signature__ = signature.replace(  # type: ignore[attr-defined]

@@ -35,12 +35,13 @@ class DeviceList(BaseModel):
 async def list_devices(core: Core, principal: Principal) -> DeviceList:
     """The account's devices with reachability; needs ``devices:read`` (or a device credential)."""
     rows = await core.run(account_devices, principal)
-    streaming = await core.presence.streaming([summary.device_id for summary in rows])
+    # Only a device without a push path can be made reachable by an open stream: the others are
+    # not asked about (with Redis, a listing whose devices all have one asks nothing of it).
+    unreachable = [summary.device_id for summary in rows if not summary.reachable]
+    streaming = await core.presence.streaming(unreachable) if unreachable else set()
     return DeviceList(
         devices=[
-            summary.model_copy(update={"reachable": True})
-            if not summary.reachable and summary.device_id in streaming
-            else summary
+            summary.model_copy(update={"reachable": True}) if summary.device_id in streaming else summary
             for summary in rows
         ]
     )
