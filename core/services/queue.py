@@ -60,9 +60,13 @@ def enqueue_all(
         seqs = {recipient: (seq, prev or 0) for recipient, seq, prev in written}
     else:  # SQLite: no data-modifying CTEs, and a statement costs no round trip
         before = _BEFORE[pinned].rows(connection, recipients=json.dumps(recipients))
-        rows: dict[str, object] = {f"recipient_{n}": recipient for n, recipient in enumerate(recipients)}
-        rows.update((f"blob_{n}", blob) for n, blob in enumerate(blobs.values()))
-        inserted = dict(_insert_rows(len(recipients)).rows(connection, **rows, **shared))
+        inserted: dict[str, int] = {}
+        entries = list(blobs.items())
+        for start in range(0, len(entries), _ROWS_PER_INSERT):
+            chunk = entries[start : start + _ROWS_PER_INSERT]
+            rows: dict[str, object] = {f"recipient_{n}": recipient for n, (recipient, _) in enumerate(chunk)}
+            rows.update((f"blob_{n}", blob) for n, (_, blob) in enumerate(chunk))
+            inserted.update(_insert_rows(len(chunk)).rows(connection, **rows, **shared))
         seqs = {recipient: (inserted[recipient], prev or 0) for recipient, prev, _ in before}
         cutoffs = {recipient: dropped for recipient, _, dropped in before if dropped is not None}
         if cutoffs:  # only queues at their cap: below it there is nothing to trim
@@ -173,9 +177,13 @@ _TRIM = PreparedStatement(
 )
 
 
-@lru_cache(maxsize=64)
+_ROWS_PER_INSERT = 100  # 700 parameters: below the 999 an older SQLite allows a statement
+
+
+@lru_cache(maxsize=_ROWS_PER_INSERT)
 def _insert_rows(count: int) -> PreparedStatement:
-    """SQLite: one INSERT of ``count`` entries, returning (recipient, seq) in no promised order."""
+    """SQLite: one INSERT of ``count`` entries, returning (recipient, seq) in no promised order
+    (entries are inserted in the order of their rows)."""
     shared: dict[str, object] = {name: bindparam(name) for name in _SHARED_COLUMNS}
     rows = [
         {"recipient_device_id": bindparam(f"recipient_{n}"), "blob": bindparam(f"blob_{n}"), **shared}

@@ -17,7 +17,7 @@ from core.runtime.core import Core
 from core.runtime.events import EnvelopeQueued
 from core.runtime.tx import Tx
 from core.services.delivery import Addressee, send_server_messages
-from core.services.queue import QUEUE_CAP, enqueue_all
+from core.services.queue import _ROWS_PER_INSERT, QUEUE_CAP, enqueue_all
 from core.services.queue_wake import CARRIED_MAX_CHARS, WakeUps
 from core.store.tables import Device, QueuedEnvelope
 from tests.helpers import register_phone
@@ -77,6 +77,18 @@ def test_every_queue_keeps_its_newest_200_unpinned_entries_and_its_pinned_ones(
     assert [tag for _, _, tag in stored(core, full) if tag is not None] == ["pin-early", "pin-late"]
     assert pinned in [seq for seq, _, _ in stored(core, full)]
     assert len(stored(core, short)) == 12 and stored(core, empty) == [(seqs[2], b"{}", None)]
+
+
+def test_a_write_to_more_devices_than_one_insert_takes_and_to_none(core: Core) -> None:
+    system = Principal.system()
+    blobs = {f"dev_{n:03d}": f'{{"n":{n}}}'.encode() for n in range(_ROWS_PER_INSERT + 2)}
+    core.run_sync(put_all, system, blobs={"dev_001": b"{}"})
+    seqs, events = core.run_sync(put_all, system, blobs=blobs)
+    assert len(set(seqs)) == len(blobs)
+    for device_id, seq in zip(blobs, seqs, strict=True):
+        assert stored(core, device_id)[-1] == (seq, blobs[device_id], None)
+    assert [json.loads(event.message)["prev"] > 0 for event in events] == [n == 1 for n in range(len(blobs))]
+    assert core.run_sync(put_all, system, blobs={}) == ([], [])
 
 
 @pytest.mark.parametrize("type", ["push", "notification", "é"])
