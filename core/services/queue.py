@@ -41,6 +41,8 @@ def enqueue_all(
     ``max_lifetime_s``; ``tag`` pins the entries), trim each queue to its cap and wake the
     recipients' streams. The seqs, in the order of ``blobs``. Takes the recipients' locks
     (``lock_recipients``), once for all."""
+    if not blobs:  # e.g. an urgent stop whose recipients were all removed
+        return []
     recipients = list(blobs)
     lock_recipients(tx, recipients)
     now = tx.now()
