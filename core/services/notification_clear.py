@@ -20,8 +20,9 @@ from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services.capability import Feature, account_phone, gate
-from core.services.delivery import NOTIFICATION_LIFETIME_S, lock_recipients, send_server_message
+from core.services.delivery import Addressee, send_server_messages
 from core.services.limits import Limited, charge_send_class
+from core.services.queue import NOTIFICATION_LIFETIME_S
 from core.services.send import AccountDevice, DeliveredTo, delivered_to, field_error, resolve_targets
 
 
@@ -47,23 +48,19 @@ def clear_notification(
         gate(tx, account_phone(tx, principal.account_id), Feature.NOTIFICATION_CLEAR)
     rate_limit, monthly = charge_send_class(tx, principal, ip)
     payload = payloads.notification_clear(sequence_id=checked, at=tx.now())
-    encoded = payloads.encode(payload)
-    lock_recipients(tx, [d.device_id for d in devices])
-    for target in devices:
-        send_server_message(
-            tx,
-            target,
-            payload,
-            msg_id=new_prefixed_id("msg"),
-            push_type="notification_clear",
-            ttl_s=NOTIFICATION_LIFETIME_S,
-            max_lifetime_s=NOTIFICATION_LIFETIME_S,
-            high_priority=False,
-            push_now=not _woken_only_to_show(tx, target),
-            target=target.push_target(),
-            encoded=encoded,
-            locked=True,
-        )
+    addressees = [
+        Addressee(d, new_prefixed_id("msg"), d.push_target(), push_now=not _woken_only_to_show(tx, d))
+        for d in devices
+    ]
+    send_server_messages(
+        tx,
+        addressees,
+        payload,
+        push_type="notification_clear",
+        ttl_s=NOTIFICATION_LIFETIME_S,
+        max_lifetime_s=NOTIFICATION_LIFETIME_S,
+        high_priority=False,
+    )
     return ClearOut(
         sequence_id=checked,
         delivered_to=delivered_to(devices),

@@ -4,14 +4,14 @@ It names the entry's ``seq`` and the ``prev`` seq of the recipient's entry befor
 and carries a small entry itself (sender, type, blob as the stream shows it). A stream that has
 delivered exactly ``prev`` writes the carried entry without reading the store; any other stream
 (behind, after a lost wake-up, or an entry too big to carry) reads the store as before. Entries of
-one recipient are committed in seq order (``delivery.enqueue``), so ``prev`` is exact.
+one recipient are committed in seq order (``queue.enqueue_all``), so ``prev`` is exact.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _json_text  # a str as json.dumps writes it
 
 CARRIED_MAX_CHARS = 4096  # a larger blob is read from the store: wake-ups stay small
 
@@ -21,11 +21,22 @@ def blob_text(type: str, blob: bytes) -> str:
     return blob.decode() if type == "push" else base64.b64encode(blob).decode()
 
 
-def wake_message(*, seq: int, prev: int, sender: str, type: str, blob: bytes) -> str:
-    message: dict[str, object] = {"seq": seq, "prev": prev}
-    if len(blob) * 4 // 3 + 4 <= CARRIED_MAX_CHARS:
-        message["entry"] = {"from": sender, "type": type, "blob": blob_text(type, blob)}
-    return json.dumps(message, separators=(",", ":"))
+class WakeUps:
+    """The wake-ups of entries from one sender, of one type (a send's, one to each device): what
+    they share is encoded once. ``message`` is ``json.dumps`` of ``{"seq", "prev", "entry"}``
+    (compact separators), the entry left out when its blob is too big to carry."""
+
+    __slots__ = ("_entry_head", "_type")
+
+    def __init__(self, sender: str, type: str) -> None:
+        self._entry_head = f',"entry":{{"from":{_json_text(sender)},"type":{_json_text(type)},"blob":'
+        self._type = type
+
+    def message(self, *, seq: int, prev: int, blob: bytes) -> str:
+        head = f'{{"seq":{seq},"prev":{prev}'
+        if len(blob) * 4 // 3 + 4 > CARRIED_MAX_CHARS:
+            return head + "}"
+        return f"{head}{self._entry_head}{_json_text(blob_text(self._type, blob))}}}}}"
 
 
 @dataclass(frozen=True, slots=True)

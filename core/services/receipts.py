@@ -32,7 +32,7 @@ from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services import wake_ups
 from core.services.capability import Feature, account_phone, gate
-from core.services.delivery import lock_recipients, send_server_message
+from core.services.delivery import Addressee, send_server_messages
 from core.services.devices import own_device
 from core.services.interactions import WAIT_MAX_S
 from core.services.long_poll import until_settled
@@ -186,19 +186,14 @@ def _settle(tx: Tx, row: Receipt, reason: str, **values: Any) -> None:
     devices = _devices(tx, row.device_ids.split(","), browsers_only=False)
     for device in devices:
         wake_ups.cancel(tx, device.device_id, row.receipt_id)
-    lock_recipients(tx, [device.device_id for device in devices])
-    stop = payloads.urgent_stop(receipt_id=row.receipt_id, reason=reason)
-    for device in devices:
-        send_server_message(
-            tx,
-            device,
-            stop,
-            msg_id=new_prefixed_id("msg"),
-            push_type="urgent_stop",
-            ttl_s=row.expires_at - now,  # after that the phones stop by themselves
-            high_priority=True,
-            locked=True,
-        )
+    send_server_messages(
+        tx,
+        [Addressee(device, new_prefixed_id("msg")) for device in devices],
+        payloads.urgent_stop(receipt_id=row.receipt_id, reason=reason),
+        push_type="urgent_stop",
+        ttl_s=row.expires_at - now,  # after that the phones stop by themselves
+        high_priority=True,
+    )
     tx.emit(Published(receipt_topic(row.receipt_id), reason))
 
 

@@ -26,13 +26,9 @@ from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services import attachments, receipts
 from core.services.attachments import SealedAttachment
-from core.services.delivery import (
-    LIVE_GRACE_S,
-    NOTIFICATION_LIFETIME_S,
-    lock_recipients,
-    send_server_message,
-)
+from core.services.delivery import Addressee, send_server_messages
 from core.services.limits import Limited, charge_send_class
+from core.services.queue import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, PushRegistration
 
@@ -92,21 +88,16 @@ def send_notification(
         attachments.park(
             tx, principal.account_id, attachment, attachment_id=attachment_id, expires_at=now + life
         )
-    lock_recipients(tx, [device.device_id for device in devices])
-    for device in devices:
-        send_server_message(
-            tx,
-            device,
-            payload,
-            msg_id=msg_id,
-            push_type="notification",
-            ttl_s=note.ttl,
-            high_priority=note.priority not in NORMAL_PRIORITIES,
-            max_lifetime_s=NOTIFICATION_LIFETIME_S,
-            target=device.push_target(),
-            encoded=encoded,
-            locked=True,
-        )
+    send_server_messages(
+        tx,
+        [Addressee(device, msg_id, device.push_target()) for device in devices],
+        payload,
+        push_type="notification",
+        ttl_s=note.ttl,
+        high_priority=note.priority not in NORMAL_PRIORITIES,
+        max_lifetime_s=NOTIFICATION_LIFETIME_S,
+        encoded=encoded,
+    )
     if urgent is not None:
         ids = [device.device_id for device in devices]
         receipts.keep(tx, principal, urgent, msg_id=msg_id, device_ids=ids, payload=payload)

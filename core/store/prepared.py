@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Delete, Dialect, Insert, Select, exc
 
 Processor = Callable[[Any], Any]
-Statement = Select[Any] | Insert | Delete
+Statement = Select[*tuple[Any, ...]] | Insert | Delete  # a select of any columns
 
 
 @dataclass(frozen=True, slots=True)

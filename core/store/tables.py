@@ -141,11 +141,13 @@ class QueuedEnvelope(SQLModel, table=True):
     __tablename__ = "queued_envelopes"
     __table_args__ = (
         # Each enqueue finds the recipient's 200th newest unpinned entry: in this index alone, not
-        # by reading every candidate row for its tag (``core.services.delivery``).
+        # by reading every candidate row for its tag (``core.services.queue``). SQLite reads the
+        # tag (NULL in every entry here) from the index only if the index holds it.
         Index(
             "ix_queued_envelopes_unpinned",
             "recipient_device_id",
             "seq",
+            "tag",
             sqlite_where=text("tag IS NULL"),
             postgresql_where=text("tag IS NULL"),
         ),

@@ -24,7 +24,7 @@ from core.runtime.group_commit import CoreStoppedError, GroupCommitter, Write
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services.auth import Accept, authenticate
-from core.services.delivery import enqueue
+from core.services.queue import enqueue
 from core.services.relay import EnvelopeAccepted, EnvelopeCreate, read_queue, relay_envelope
 from core.services.send import SendOut, send_notification
 from core.services.tokens import TokenCreate, create_sender_token

@@ -11,7 +11,7 @@ from core.principal import Principal
 from core.runtime.core import Core
 from core.runtime.events import EnvelopeQueued
 from core.runtime.tx import Tx
-from core.services.delivery import QUEUE_CAP, enqueue
+from core.services.queue import QUEUE_CAP, enqueue
 from core.store.tables import QueuedEnvelope
 from tests.helpers import register_phone
 

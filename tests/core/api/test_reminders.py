@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from core.clock import ManualClock
 from core.runtime.core import Core
-from core.services.delivery import QUEUE_CAP
+from core.services.queue import QUEUE_CAP
 from core.services.reminders import LATE_FIRE_S
 from core.store.tables import QueuedEnvelope
 from tests.helpers import (

@@ -39,18 +39,22 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
 
 
 def test_trimming_a_queue_reads_the_index_of_unpinned_entries_alone(tmp_path: Path) -> None:
-    """Each enqueue finds the recipient's 200th newest unpinned entry; with the partial index
-    SQLite does so without reading each candidate row for its tag."""
-    from core.services.delivery import _TRIM
+    """Each queue write finds each recipient's 200th newest unpinned entry, and trims below it;
+    SQLite does both in the partial index alone (covering: it holds the tag), without reading each
+    candidate row for its tag."""
+    from core.services.queue import _BEFORE, _TRIM
 
     engine = make_engine(f"sqlite:///{tmp_path / 'plan.db'}")
     migrate.upgrade(engine)
-    sql = str(_TRIM.statement.compile(dialect=engine.dialect))
+    details = []
     with engine.connect() as connection:
-        plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, ("dev_a", "dev_a", 1, 199)).all()
+        for statement, parameters in ((_BEFORE[False], ('["dev_a"]', 1, 199)), (_TRIM, ('{"dev_a":1}',))):
+            sql = str(statement.statement.compile(dialect=engine.dialect))
+            plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, parameters).all()
+            details += [row[-1] for row in plan if "older" in row[-1]]
     engine.dispose()
-    details = [row[-1] for row in plan]
-    assert sum("ix_queued_envelopes_unpinned" in detail for detail in details) == 2, details
+    assert len(details) == 2, details
+    assert all("USING COVERING INDEX ix_queued_envelopes_unpinned" in detail for detail in details), details
 
 
 def _downgrade(engine: Engine, revision: str) -> None:

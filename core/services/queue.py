@@ -1,0 +1,247 @@
+"""Each device's queue: appending blobs, for all of a send's devices in one write, and keeping it
+to its cap. Operations call these inside their transaction; the wake-ups leave after commit.
+
+The newest ``QUEUE_CAP`` untagged entries of a device are kept; a tagged (pinned) entry is never
+trimmed, only expired (``core.services.reminders`` bounds how many a device may have).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+
+from sqlalchemy import Integer, LargeBinary, Select, String, bindparam, delete, func, insert, select
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.elements import ColumnElement
+
+from core.runtime.events import EnvelopeQueued
+from core.runtime.tx import Tx
+from core.services.queue_wake import WakeUps
+from core.store.prepared import PreparedStatement
+from core.store.tables import Device, QueuedEnvelope
+
+QUEUE_CAP = 200
+QUEUE_LIFETIME_S = 86_400  # device-to-device envelopes
+NOTIFICATION_LIFETIME_S = 259_200  # server-composed notifications may wait up to their 72 h ttl
+LIVE_GRACE_S = 30  # a ttl of 0 still gives open streams this long to read the entry (decisions.md)
+
+
+def enqueue_all(
+    tx: Tx,
+    blobs: Mapping[str, bytes],
+    *,
+    sender: str,
+    type: str,
+    ttl_s: int,
+    max_lifetime_s: int = QUEUE_LIFETIME_S,
+    tag: str | None = None,
+) -> list[int]:
+    """Append one blob to each device's queue (``blobs``: by recipient device id; ``ttl_s`` up to
+    ``max_lifetime_s``; ``tag`` pins the entries), trim each queue to its cap and wake the
+    recipients' streams. The seqs, in the order of ``blobs``. Takes the recipients' locks
+    (``lock_recipients``), once for all."""
+    if not blobs:  # e.g. an urgent stop whose recipients were all removed
+        return []
+    recipients = list(blobs)
+    lock_recipients(tx, recipients)
+    now = tx.now()
+    connection = tx.connection()
+    shared = {
+        "sender": sender,
+        "type": type,
+        "created_at": now,
+        "expires_at": now + (min(ttl_s, max_lifetime_s) if ttl_s > 0 else LIVE_GRACE_S),
+        "tag": tag,
+    }
+    pinned = tag is not None
+    if connection.dialect.name == "postgresql":  # one round trip for every device
+        written = _QUEUE_ALL[pinned].rows(
+            connection, recipients=recipients, blobs=list(blobs.values()), **shared
+        )
+        seqs = {recipient: (seq, prev or 0) for recipient, seq, prev in written}
+    else:  # SQLite: no data-modifying CTEs, and a statement costs no round trip
+        before = _BEFORE[pinned].rows(connection, recipients=json.dumps(recipients))
+        inserted: dict[str, int] = {}
+        entries = list(blobs.items())
+        for start in range(0, len(entries), _ROWS_PER_INSERT):
+            chunk = entries[start : start + _ROWS_PER_INSERT]
+            rows: dict[str, object] = {f"recipient_{n}": recipient for n, (recipient, _) in enumerate(chunk)}
+            rows.update((f"blob_{n}", blob) for n, (_, blob) in enumerate(chunk))
+            inserted.update(_insert_rows(len(chunk)).rows(connection, **rows, **shared))
+        seqs = {recipient: (inserted[recipient], prev or 0) for recipient, prev, _ in before}
+        cutoffs = {recipient: dropped for recipient, _, dropped in before if dropped is not None}
+        if cutoffs:  # only queues at their cap: below it there is nothing to trim
+            _TRIM.rows(connection, cutoffs=json.dumps(cutoffs))
+    wake_ups = WakeUps(sender, type)
+    for recipient, blob in blobs.items():
+        seq, prev = seqs[recipient]
+        tx.emit(EnvelopeQueued(recipient, seq, wake_ups.message(seq=seq, prev=prev, blob=blob)))
+    return [seqs[recipient][0] for recipient in recipients]
+
+
+def enqueue(
+    tx: Tx,
+    recipient_device_id: str,
+    *,
+    sender: str,
+    type: str,
+    blob: bytes,
+    ttl_s: int,
+    max_lifetime_s: int = QUEUE_LIFETIME_S,
+    tag: str | None = None,
+) -> int:
+    """``enqueue_all`` for one device: its entry's seq."""
+    [seq] = enqueue_all(
+        tx,
+        {recipient_device_id: blob},
+        sender=sender,
+        type=type,
+        ttl_s=ttl_s,
+        max_lifetime_s=max_lifetime_s,
+        tag=tag,
+    )
+    return seq
+
+
+def lock_recipients(tx: Tx, device_ids: list[str]) -> None:
+    """Serialise enqueues per recipient (row locks on PostgreSQL) so that, for each device, sequence
+    order is commit order and a stream reading "seq > last" can never step over a late commit. One
+    statement for all of a send's devices, in one order (by id) so two sends cannot deadlock."""
+    connection = tx.connection()
+    if connection.dialect.name == "sqlite":  # SQLite writers are serial already
+        return
+    _LOCK_DEVICES.rows(connection, ids=sorted(device_ids))
+
+
+_DEVICES = Device.__table__  # type: ignore[attr-defined]
+_LOCK_DEVICES = PreparedStatement(  # PostgreSQL only: one array parameter for any number of devices
+    select(_DEVICES.c.device_id)
+    .where(_DEVICES.c.device_id == func.any(bindparam("ids", type_=postgresql.ARRAY(String))))
+    .order_by(_DEVICES.c.device_id)
+    .with_for_update()
+)
+
+# Built once and run on the driver's cursor: the queue is the hot path, and building statements
+# and SQLAlchemy's per-execution work cost more than running them.
+_QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
+_OLDER = _QUEUE.alias("older")
+_SHARED_COLUMNS = ("sender", "type", "created_at", "expires_at", "tag")
+
+
+def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
+    """The recipient's newest entry before this write: its streams know whether they missed any."""
+    return select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == recipient).scalar_subquery()
+
+
+def _first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
+    """Before this write, the newest of the recipient's unpinned entries that the write pushes over
+    the cap (NULL: none is): with a new unpinned entry QUEUE_CAP - 1 older ones are kept, beside a
+    pinned one QUEUE_CAP. Found in ``ix_queued_envelopes_unpinned`` alone."""
+    kept = QUEUE_CAP if pinned else QUEUE_CAP - 1
+    return (
+        select(_OLDER.c.seq)
+        .where(_OLDER.c.recipient_device_id == recipient, _OLDER.c.tag.is_(None))
+        .order_by(_OLDER.c.seq.desc())
+        .offset(kept)
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def _before(recipients: ColumnElement[str], *, pinned: bool) -> Select[str, int, int]:
+    """Per recipient: its newest seq and its first dropped one, before this write."""
+    return select(
+        recipients.label("recipient"),
+        _latest_seq(recipients).label("prev"),
+        _first_dropped(recipients, pinned=pinned).label("first_dropped"),
+    )
+
+
+# SQLite: the recipients as a JSON array, one read of what each queue holds before the write.
+_JSON_RECIPIENTS = func.json_each(bindparam("recipients", type_=String)).table_valued("value")
+_BEFORE = {
+    pinned: PreparedStatement(_before(_JSON_RECIPIENTS.c.value, pinned=pinned)) for pinned in (False, True)
+}
+# Then every queue at its cap trimmed by one DELETE: the JSON object maps each recipient to its
+# first dropped seq; it and its recipient's older unpinned entries go.
+_JSON_CUTOFFS = func.json_each(bindparam("cutoffs", type_=String)).table_valued("key", "value")
+_TRIM = PreparedStatement(
+    delete(_QUEUE).where(
+        _QUEUE.c.seq.in_(
+            select(_OLDER.c.seq).where(
+                _OLDER.c.recipient_device_id == _JSON_CUTOFFS.c.key,
+                _OLDER.c.tag.is_(None),
+                _OLDER.c.seq <= _JSON_CUTOFFS.c.value,
+            )
+        )
+    )
+)
+
+
+_ROWS_PER_INSERT = 100  # 700 parameters: below the 999 an older SQLite allows a statement
+
+
+@lru_cache(maxsize=_ROWS_PER_INSERT)
+def _insert_rows(count: int) -> PreparedStatement:
+    """SQLite: one INSERT of ``count`` entries, returning (recipient, seq) in no promised order
+    (entries are inserted in the order of their rows)."""
+    shared: dict[str, object] = {name: bindparam(name) for name in _SHARED_COLUMNS}
+    rows = [
+        {"recipient_device_id": bindparam(f"recipient_{n}"), "blob": bindparam(f"blob_{n}"), **shared}
+        for n in range(count)
+    ]
+    return PreparedStatement(
+        insert(_QUEUE).values(rows).returning(_QUEUE.c.recipient_device_id, _QUEUE.c.seq)
+    )
+
+
+def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
+    """PostgreSQL: every device's insert, its newest seq before it and its trim as one statement,
+    in data-modifying CTEs over the recipients and blobs as arrays. All parts read the snapshot
+    from before the insert (hence ``_first_dropped`` leaves room for the new entry); the
+    recipients are locked already (``lock_recipients``)."""
+    entries = (
+        func.unnest(
+            bindparam("recipients", type_=postgresql.ARRAY(String)),
+            bindparam("blobs", type_=postgresql.ARRAY(LargeBinary)),
+        )
+        .table_valued("recipient", "blob")
+        .render_derived()
+    )
+    before = _before(entries.c.recipient, pinned=pinned).cte("before")
+    inserted = (
+        insert(_QUEUE)
+        .from_select(
+            ["recipient_device_id", "blob", *_SHARED_COLUMNS],
+            select(
+                entries.c.recipient,
+                entries.c.blob,
+                bindparam("sender", type_=String),
+                bindparam("type", type_=String),
+                bindparam("created_at", type_=Integer),
+                bindparam("expires_at", type_=Integer),
+                bindparam("tag", type_=String),
+            ),
+        )
+        .returning(_QUEUE.c.recipient_device_id, _QUEUE.c.seq)
+        .cte("inserted")
+    )
+    trimmed = (
+        delete(_QUEUE)
+        .where(
+            _QUEUE.c.recipient_device_id == before.c.recipient,
+            _QUEUE.c.tag.is_(None),
+            _QUEUE.c.seq <= before.c.first_dropped,
+        )
+        .returning(_QUEUE.c.seq)
+        .cte("trimmed")
+    )
+    return PreparedStatement(
+        select(inserted.c.recipient_device_id, inserted.c.seq, before.c.prev)
+        .join_from(inserted, before, inserted.c.recipient_device_id == before.c.recipient)
+        .add_cte(trimmed)
+    )
+
+
+_QUEUE_ALL = {pinned: _queue_in_one_statement(pinned=pinned) for pinned in (False, True)}

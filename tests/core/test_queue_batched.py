@@ -1,0 +1,118 @@
+"""``queue.enqueue_all``: one queue write for several devices, on each backend (PostgreSQL in one
+statement, SQLite in two or three), as if each device's entry had been queued alone: each names its
+recipient's previous seq, and each queue keeps its newest 200 unpinned entries beside its pinned
+ones."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from sqlmodel import Session, col, select
+from starlette.testclient import TestClient
+
+from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.events import EnvelopeQueued
+from core.runtime.tx import Tx
+from core.services.delivery import Addressee, send_server_messages
+from core.services.queue import _ROWS_PER_INSERT, QUEUE_CAP, enqueue_all
+from core.services.queue_wake import CARRIED_MAX_CHARS, WakeUps
+from core.store.tables import Device, QueuedEnvelope
+from tests.helpers import register_phone
+
+
+def put_all(
+    tx: Tx, _principal: Principal, *, blobs: dict[str, bytes], tag: str | None = None
+) -> tuple[list[int], list[EnvelopeQueued]]:
+    seqs = enqueue_all(tx, blobs, sender="server", type="push", ttl_s=3600, tag=tag)
+    return seqs, [event for event in tx.events if isinstance(event, EnvelopeQueued)]
+
+
+def stored(core: Core, device_id: str) -> list[tuple[int, bytes, str | None]]:
+    with Session(core.engine) as session:
+        rows = session.exec(
+            select(QueuedEnvelope)
+            .where(col(QueuedEnvelope.recipient_device_id) == device_id)
+            .order_by(col(QueuedEnvelope.seq))
+        ).all()
+        return [(row.seq or 0, row.blob, row.tag) for row in rows]
+
+
+def test_each_device_gets_its_blob_and_a_wake_up_naming_its_previous_entry(
+    client: TestClient, core: Core
+) -> None:
+    a, b, c = (register_phone(client).device_id for _ in range(3))
+    system = Principal.system()
+    [first], _ = core.run_sync(put_all, system, blobs={b: b'{"n":0}'})
+    blobs = {a: b'{"to":"a"}', b: b'{"to":"b"}', c: b'{"to":"c"}'}
+    seqs, events = core.run_sync(put_all, system, blobs=blobs)
+    assert len(set(seqs)) == 3 and min(seqs) > first
+    for device_id, seq in zip(blobs, seqs, strict=True):
+        assert stored(core, device_id)[-1] == (seq, blobs[device_id], None)
+    previous = {a: 0, b: first, c: 0}
+    assert [(event.recipient_device_id, event.seq) for event in events] == list(zip(blobs, seqs, strict=True))
+    for event in events:
+        device_id = event.recipient_device_id
+        entry = {"from": "server", "type": "push", "blob": blobs[device_id].decode()}
+        assert json.loads(event.message) == {"seq": event.seq, "prev": previous[device_id], "entry": entry}
+
+
+def test_every_queue_keeps_its_newest_200_unpinned_entries_and_its_pinned_ones(
+    client: TestClient, core: Core
+) -> None:
+    full, short, empty = (register_phone(client).device_id for _ in range(3))
+    system = Principal.system()
+    for n in range(QUEUE_CAP + 2):  # full: over the cap, one entry pinned; short: 10 entries
+        blobs = {full: b"{}", short: b"{}"} if n < 10 else {full: b"{}"}
+        core.run_sync(put_all, system, blobs=blobs, tag="pin-early" if n == 1 else None)
+    before_full = stored(core, full)
+    assert len(before_full) == QUEUE_CAP + 1  # 200 unpinned (trimmed by each write) + 1 pinned
+    [pinned, _], _ = core.run_sync(put_all, system, blobs={full: b"{}", short: b"{}"}, tag="pin-late")
+    seqs, _ = core.run_sync(put_all, system, blobs={full: b"{}", short: b"{}", empty: b"{}"})
+    unpinned = [seq for seq, _, tag in stored(core, full) if tag is None]
+    older = [seq for seq, _, tag in before_full if tag is None][-(QUEUE_CAP - 1) :]
+    assert unpinned == [*older, seqs[0]]  # the oldest went, onto a queue holding pinned entries
+    assert [tag for _, _, tag in stored(core, full) if tag is not None] == ["pin-early", "pin-late"]
+    assert pinned in [seq for seq, _, _ in stored(core, full)]
+    assert len(stored(core, short)) == 12 and stored(core, empty) == [(seqs[2], b"{}", None)]
+
+
+def test_a_write_to_more_devices_than_one_insert_takes_and_to_none(core: Core) -> None:
+    system = Principal.system()
+    blobs = {f"dev_{n:03d}": f'{{"n":{n}}}'.encode() for n in range(_ROWS_PER_INSERT + 2)}
+    core.run_sync(put_all, system, blobs={"dev_001": b"{}"})
+    seqs, events = core.run_sync(put_all, system, blobs=blobs)
+    assert len(set(seqs)) == len(blobs)
+    for device_id, seq in zip(blobs, seqs, strict=True):
+        assert stored(core, device_id)[-1] == (seq, blobs[device_id], None)
+    assert [json.loads(event.message)["prev"] > 0 for event in events] == [n == 1 for n in range(len(blobs))]
+    assert core.run_sync(put_all, system, blobs={}) == ([], [])
+
+
+@pytest.mark.parametrize("type", ["push", "notification", "é"])
+def test_a_wake_up_is_the_json_of_its_fields(type: str) -> None:
+    small = b'{"t":"caf\xc3\xa9 \\"x\\""}' if type == "push" else bytes(range(256))
+    for blob in (small, b"x" * CARRIED_MAX_CHARS):
+        message = WakeUps("dev_é", type).message(seq=7, prev=3, blob=blob)
+        fields: dict[str, object] = {"seq": 7, "prev": 3}
+        if blob is small:
+            text = blob.decode() if type == "push" else base64.b64encode(blob).decode()
+            fields["entry"] = {"from": "dev_é", "type": type, "blob": text}
+        assert message == json.dumps(fields, separators=(",", ":"))
+
+
+def send_twice(tx: Tx, _principal: Principal, *, device_id: str) -> None:
+    phone = tx.session.get(Device, device_id)
+    assert phone is not None
+    addressees = [Addressee(phone, "msg_1"), Addressee(phone, "msg_2")]
+    payload = {"type": "notification"}
+    send_server_messages(tx, addressees, payload, push_type=None, ttl_s=60, high_priority=False)
+
+
+def test_a_server_message_goes_to_each_device_once(client: TestClient, core: Core) -> None:
+    device_id = register_phone(client).device_id
+    with pytest.raises(ValueError, match="each device once"):
+        core.run_sync(send_twice, Principal.system(), device_id=device_id)
+    assert stored(core, device_id) == []
