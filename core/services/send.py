@@ -54,7 +54,7 @@ class SendOut(Limited):
     )
 
 
-@group_commit  # on SQLite, sends under load share transactions; the limits are charged once per send
+@group_commit  # sends under load share transactions (both databases); limits are charged once a send
 def send_notification(
     tx: Tx,
     principal: Principal,
