@@ -6,7 +6,7 @@ package); check_reply shows the delivery; a URL the server refuses is a tool err
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +14,15 @@ import httpx
 import pytest
 from mcp import Client
 
-from app.assembly import create_app
-from connector.mcp_server import build_mcp
 from core.adapters.webhooks.resolver import StaticResolver
 from core.bootstrap import build_core
 from core.clock import ManualClock
-from core.domain.keys import generate_keypair
-from core.principal import CONNECTOR_SCOPES, Principal
 from core.runtime.core import Core
 from core.services import callback_delivery
 from core.settings import Settings
+from tests.connector.mcp_calls import structured
 from tests.fakes.webhook_receiver import HOST_NAME, WebhookReceiver
-from tests.helpers import FakeDevice, b64
+from tests.helpers import FakeDevice
 
 pytestmark = pytest.mark.anyio
 
@@ -52,33 +49,6 @@ def core(settings: Settings, receiver: WebhookReceiver) -> Iterator[Core]:
     built.engine.dispose()
 
 
-@pytest.fixture
-async def rest(core: Core) -> AsyncIterator[httpx.AsyncClient]:
-    """The REST API the phone answers through, in this test's event loop."""
-    transport = httpx.ASGITransport(app=create_app(core=core))
-    async with core, httpx.AsyncClient(transport=transport, base_url="http://relaybox.test") as client:
-        yield client
-
-
-@pytest.fixture
-async def phone(rest: httpx.AsyncClient) -> FakeDevice:
-    secret, public = generate_keypair()
-    body = (await rest.post("/v1/devices", json={"public_key": b64(public), "app_build": 1})).json()
-    return FakeDevice(body["device_id"], body["device_token"], secret, public, body["account_id"])
-
-
-@pytest.fixture
-async def assistant(core: Core, phone: FakeDevice) -> AsyncIterator[Client]:
-    grant = Principal.connector_grant(
-        account_id=phone.account_id,
-        client_id="client-1",
-        grant_id="grant-1",
-        scopes=frozenset(CONNECTOR_SCOPES),
-    )
-    async with Client(build_mcp(core, lambda: grant)) as session:
-        yield session
-
-
 def readme_receiver() -> Callable[[str, dict[str, str], bytes], dict[str, Any]]:
     """The example receiver in the README, as written there."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
@@ -87,12 +57,6 @@ def readme_receiver() -> Callable[[str, dict[str, str], bytes], dict[str, Any]]:
     exec(compile(block, "README.md", "exec"), scope)  # noqa: S102  (the project's own README)
     verify: Callable[[str, dict[str, str], bytes], dict[str, Any]] = scope["verified_event"]
     return verify
-
-
-async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is False and result.structured_content is not None, result
-    return dict(result.structured_content)
 
 
 async def test_the_tool_offers_callback_url_and_tells_the_model_when(assistant: Client) -> None:

@@ -5,23 +5,20 @@ opens, and refusals with the same codes as POST /v1/send and DELETE /v1/notifica
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 from mcp import Client
 from sqlmodel import Session, col, select
 
-from app.assembly import create_app
 from connector.mcp_server import build_mcp
 from connector.tools import TOOL_SCOPES
 from core.domain.envelope import open_envelope
-from core.domain.keys import generate_keypair
-from core.principal import CONNECTOR_SCOPES, SCOPE_NOTIFICATIONS_SEND, Principal
+from core.principal import SCOPE_NOTIFICATIONS_SEND
 from core.runtime.core import Core
 from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, b64
+from tests.connector.mcp_calls import grant, structured, tool_error
+from tests.helpers import FakeDevice
 
 pytestmark = pytest.mark.anyio
 HOOK = "https://hooks.example/retry"
@@ -30,42 +27,6 @@ HOOK = "https://hooks.example/retry"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def rest(core: Core) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_app(core=core))
-    async with core, httpx.AsyncClient(transport=transport, base_url="http://relaybox.test") as client:
-        yield client
-
-
-@pytest.fixture
-async def phone(rest: httpx.AsyncClient) -> FakeDevice:
-    secret, public = generate_keypair()
-    body = (await rest.post("/v1/devices", json={"public_key": b64(public), "app_build": 1})).json()
-    return FakeDevice(body["device_id"], body["device_token"], secret, public, body["account_id"])
-
-
-def grant_for(phone: FakeDevice, scopes: frozenset[str]) -> Principal:
-    return Principal.connector_grant(account_id=phone.account_id, client_id="c", grant_id="g", scopes=scopes)
-
-
-@pytest.fixture
-async def assistant(core: Core, phone: FakeDevice) -> AsyncIterator[Client]:
-    async with Client(build_mcp(core, lambda: grant_for(phone, frozenset(CONNECTOR_SCOPES)))) as session:
-        yield session
-
-
-async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is False and result.structured_content is not None, result
-    return dict(result.structured_content)
-
-
-async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is True, result
-    return str(result.content[0].text)  # type: ignore[union-attr]
 
 
 def queued(core: Core, phone: FakeDevice, kind: str) -> list[dict[str, Any]]:
@@ -154,42 +115,42 @@ async def test_without_a_sequence_id_the_result_names_the_notifications_id(
 
 
 async def test_refusals_carry_the_rest_codes(assistant: Client) -> None:
-    bad_sequence = await refused(assistant, "send_notification", {"message": "m", "sequence_id": "a b"})
+    bad_sequence = await tool_error(assistant, "send_notification", {"message": "m", "sequence_id": "a b"})
     assert bad_sequence.startswith("invalid_sequence_id: ")
     long_body = [{"action": "http", "label": "a", "url": HOOK, "body": "x" * 513}]
-    assert (await refused(assistant, "send_notification", {"message": "m", "actions": long_body})).startswith(
-        "invalid_action: "
-    )
+    assert (
+        await tool_error(assistant, "send_notification", {"message": "m", "actions": long_body})
+    ).startswith("invalid_action: ")
     get_with_body = [{"action": "http", "label": "a", "url": HOOK, "method": "GET", "body": "x"}]
     assert (
-        await refused(assistant, "send_notification", {"message": "m", "actions": get_with_body})
+        await tool_error(assistant, "send_notification", {"message": "m", "actions": get_with_body})
     ).startswith("invalid_action: ")
     view_with_method = [{"label": "a", "url": HOOK, "method": "POST"}]
     assert (
-        await refused(assistant, "send_notification", {"message": "m", "actions": view_with_method})
+        await tool_error(assistant, "send_notification", {"message": "m", "actions": view_with_method})
     ).startswith("invalid_action: ")
     four = [{"label": "a", "url": HOOK}] * 4
-    assert (await refused(assistant, "send_notification", {"message": "m", "actions": four})).startswith(
+    assert (await tool_error(assistant, "send_notification", {"message": "m", "actions": four})).startswith(
         "invalid_action: "
     )
-    http_icon = await refused(
+    http_icon = await tool_error(
         assistant, "send_notification", {"message": "m", "icon": "http://x.example/i.png"}
     )
     assert http_icon.startswith("invalid_icon: ")
     unknown_kind = [{"action": "broadcast", "label": "a", "url": HOOK}]
-    assert await refused(assistant, "send_notification", {"message": "m", "actions": unknown_kind})
-    assert (await refused(assistant, "clear_notification", {"sequence_id": "x" * 65})).startswith(
+    assert await tool_error(assistant, "send_notification", {"message": "m", "actions": unknown_kind})
+    assert (await tool_error(assistant, "clear_notification", {"sequence_id": "x" * 65})).startswith(
         "invalid_sequence_id: "
     )
-    assert (await refused(assistant, "clear_notification", {"sequence_id": ""})).startswith(
+    assert (await tool_error(assistant, "clear_notification", {"sequence_id": ""})).startswith(
         "invalid_sequence_id: "
     )
-    nowhere = await refused(assistant, "clear_notification", {"sequence_id": "s", "device": "fridge"})
+    nowhere = await tool_error(assistant, "clear_notification", {"sequence_id": "s", "device": "fridge"})
     assert nowhere.startswith("no_matching_device: ")
 
 
 async def test_clearing_needs_the_scope_sending_needs(core: Core, phone: FakeDevice) -> None:
-    narrow = grant_for(phone, frozenset({"devices:read"}))
+    narrow = grant(phone, frozenset({"devices:read"}))
     async with Client(build_mcp(core, lambda: narrow)) as session:
         result = await session.call_tool("clear_notification", {"sequence_id": "deploy-7"})
     assert result.is_error is True

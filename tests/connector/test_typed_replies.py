@@ -5,7 +5,6 @@ first result that reports the answer (check_reply, or request_approval's own wai
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -13,14 +12,11 @@ import httpx
 import pytest
 from mcp import Client
 
-from app.assembly import create_app
-from connector.mcp_server import build_mcp
 from core.domain.envelope import PairBox
-from core.domain.keys import generate_keypair
 from core.domain.typed_reply import seal_typed_reply
-from core.principal import CONNECTOR_SCOPES, Principal
 from core.runtime.core import Core
 from core.services import typed_replies
+from tests.connector.mcp_calls import structured
 from tests.helpers import FakeDevice, b64
 
 pytestmark = pytest.mark.anyio
@@ -29,34 +25,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def rest(core: Core) -> AsyncIterator[httpx.AsyncClient]:
-    """The REST API the phone answers through, in this test's event loop (the fan-out wakes waiters
-    of one loop)."""
-    transport = httpx.ASGITransport(app=create_app(core=core))
-    async with core, httpx.AsyncClient(transport=transport, base_url="http://relaybox.test") as client:
-        yield client
-
-
-@pytest.fixture
-async def phone(rest: httpx.AsyncClient) -> FakeDevice:
-    secret, public = generate_keypair()
-    body = (await rest.post("/v1/devices", json={"public_key": b64(public), "app_build": 1})).json()
-    return FakeDevice(body["device_id"], body["device_token"], secret, public, body["account_id"])
-
-
-@pytest.fixture
-async def assistant(core: Core, phone: FakeDevice) -> AsyncIterator[Client]:
-    grant = Principal.connector_grant(
-        account_id=phone.account_id,
-        client_id="client-1",
-        grant_id="grant-1",
-        scopes=frozenset(CONNECTOR_SCOPES),
-    )
-    async with Client(build_mcp(core, lambda: grant)) as session:
-        yield session
 
 
 async def answer(
@@ -73,12 +41,6 @@ async def answer(
         body["choice_index"] = choice
     answered = await rest.post(f"/v1/interactions/{request_id}/answer", json=body, headers=phone.auth)
     assert answered.status_code == 200, answered.text
-
-
-async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is False and result.structured_content is not None, result
-    return dict(result.structured_content)
 
 
 async def test_the_tool_offers_typed_replies_and_tells_the_model_when(assistant: Client) -> None:

@@ -5,20 +5,16 @@ stops the alarm. The phone acknowledges over the REST device route."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import anyio
 import httpx
 import pytest
 from mcp import Client
 
-from app.assembly import create_app
 from connector.mcp_server import build_mcp
-from core.domain.keys import generate_keypair
-from core.principal import CONNECTOR_SCOPES, SCOPE_DEVICES_READ, Principal
+from core.principal import SCOPE_DEVICES_READ
 from core.runtime.core import Core
-from tests.helpers import FakeDevice, b64
+from tests.connector.mcp_calls import grant, structured, tool_error
+from tests.helpers import FakeDevice
 
 pytestmark = pytest.mark.anyio
 URGENT = {"message": "prod is down", "priority": "urgent"}
@@ -27,47 +23,6 @@ URGENT = {"message": "prod is down", "priority": "urgent"}
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def rest(core: Core) -> AsyncIterator[httpx.AsyncClient]:
-    """The REST API the phone acknowledges through, in this test's event loop (the fan-out wakes
-    waiters of one loop)."""
-    transport = httpx.ASGITransport(app=create_app(core=core))
-    async with core, httpx.AsyncClient(transport=transport, base_url="http://relaybox.test") as client:
-        yield client
-
-
-@pytest.fixture
-async def phone(rest: httpx.AsyncClient) -> FakeDevice:
-    secret, public = generate_keypair()
-    body = {"public_key": b64(public), "name": "Pixel", "app_build": 1}
-    created = (await rest.post("/v1/devices", json=body)).json()
-    return FakeDevice(created["device_id"], created["device_token"], secret, public, created["account_id"])
-
-
-def grant_of(phone: FakeDevice, scopes: frozenset[str] = frozenset(CONNECTOR_SCOPES)) -> Principal:
-    return Principal.connector_grant(
-        account_id=phone.account_id, client_id="client-1", grant_id="grant-1", scopes=scopes
-    )
-
-
-@pytest.fixture
-async def assistant(core: Core, phone: FakeDevice) -> AsyncIterator[Client]:
-    async with Client(build_mcp(core, lambda: grant_of(phone))) as session:
-        yield session
-
-
-async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is False and result.structured_content is not None, result
-    return dict(result.structured_content)
-
-
-async def error_text(client: Client, tool: str, arguments: dict[str, Any]) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is True, result
-    return str(result.content[0].text)  # type: ignore[union-attr]
 
 
 async def test_the_tools_say_when_an_alarm_is_warranted(assistant: Client) -> None:
@@ -123,13 +78,13 @@ async def test_mistakes_are_tool_errors_with_their_codes(
         ({"priority": "urgent", "repeat": 5}, "invalid_repeat"),
         ({"priority": "urgent", "repeat": 60, "expire": 20_000}, "invalid_expire"),
     ]:
-        text = await error_text(assistant, "send_notification", {"message": "m", **arguments})
+        text = await tool_error(assistant, "send_notification", {"message": "m", **arguments})
         assert text.startswith(f"{code}: "), text
-    unknown = await error_text(assistant, "check_receipt", {"receipt": "rcp_" + "0" * 32})
+    unknown = await tool_error(assistant, "check_receipt", {"receipt": "rcp_" + "0" * 32})
     assert unknown.startswith("receipt_not_found: ")
     receipt = (await structured(assistant, "send_notification", URGENT | {"repeat": 60}))["receipt"]
     # A grant without notifications:send may not look at receipts (the auth gate refuses such a call
     # over HTTP first; the operation holds the same line).
-    async with Client(build_mcp(core, lambda: grant_of(phone, frozenset({SCOPE_DEVICES_READ})))) as narrow:
-        refused = await error_text(narrow, "check_receipt", {"receipt": receipt})
+    async with Client(build_mcp(core, lambda: grant(phone, frozenset({SCOPE_DEVICES_READ})))) as narrow:
+        refused = await tool_error(narrow, "check_receipt", {"receipt": receipt})
     assert refused.startswith("insufficient_scope: ")
