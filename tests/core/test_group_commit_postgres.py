@@ -39,9 +39,8 @@ def locked_elsewhere(tx: Tx, principal: Principal, *, engine: Engine, device_id:
     return False
 
 
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # SQLite writers are serial
 async def test_a_group_holds_its_accounts_device_locks_before_its_writes_run(running: Core) -> None:
-    if running.engine.dialect.name != "postgresql":
-        pytest.skip("row locks: PostgreSQL only (SQLite writers are serial)")
     pair = await paired(running)
     other_device = pair.computer.device_id  # no write of the group locks it itself
     assert other_device is not None
