@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 
 import httpx
 from sqlalchemy import Engine, MetaData, select
+from sqlmodel import Session, col
+from sqlmodel import select as select_rows
 from starlette.testclient import TestClient
 
 from core.domain.keys import generate_keypair
+from core.store.tables import QueuedEnvelope
 
 # Starlette's TestClient (in process) or an httpx client of a live server.
 Http = TestClient | httpx.Client
@@ -104,3 +107,14 @@ def _holds(value: object, marker: str) -> bool:
     if isinstance(value, bytes | bytearray | memoryview):
         return marker.encode() in bytes(value)
     return marker in str(value)
+
+
+def queue_entries(engine: Engine, device_id: str) -> list[tuple[int, bytes, str | None]]:
+    """A device's queue as stored, oldest first: (seq, blob, tag) of each entry."""
+    with Session(engine) as session:
+        rows = session.exec(
+            select_rows(QueuedEnvelope)
+            .where(col(QueuedEnvelope.recipient_device_id) == device_id)
+            .order_by(col(QueuedEnvelope.seq))
+        ).all()
+        return [(row.seq or 0, row.blob, row.tag) for row in rows]

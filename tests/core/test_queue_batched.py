@@ -9,7 +9,6 @@ import base64
 import json
 
 import pytest
-from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
 from core.principal import Principal
@@ -19,8 +18,8 @@ from core.runtime.tx import Tx
 from core.services.delivery import Addressee, send_server_messages
 from core.services.queue import _ROWS_PER_INSERT, QUEUE_CAP, enqueue_all
 from core.services.queue_wake import CARRIED_MAX_CHARS, WakeUps
-from core.store.tables import Device, QueuedEnvelope
-from tests.helpers import register_phone
+from core.store.tables import Device
+from tests.helpers import queue_entries, register_phone
 
 
 def put_all(
@@ -31,13 +30,7 @@ def put_all(
 
 
 def stored(core: Core, device_id: str) -> list[tuple[int, bytes, str | None]]:
-    with Session(core.engine) as session:
-        rows = session.exec(
-            select(QueuedEnvelope)
-            .where(col(QueuedEnvelope.recipient_device_id) == device_id)
-            .order_by(col(QueuedEnvelope.seq))
-        ).all()
-        return [(row.seq or 0, row.blob, row.tag) for row in rows]
+    return queue_entries(core.engine, device_id)
 
 
 def test_each_device_gets_its_blob_and_a_wake_up_naming_its_previous_entry(

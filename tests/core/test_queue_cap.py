@@ -4,7 +4,6 @@ entry is kept beside them whenever it arrives."""
 
 from __future__ import annotations
 
-from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
 from core.principal import Principal
@@ -12,8 +11,7 @@ from core.runtime.core import Core
 from core.runtime.events import EnvelopeQueued
 from core.runtime.tx import Tx
 from core.services.queue import QUEUE_CAP, enqueue
-from core.store.tables import QueuedEnvelope
-from tests.helpers import register_phone
+from tests.helpers import queue_entries, register_phone
 
 
 def put(tx: Tx, _principal: Principal, *, device_id: str, tag: str | None) -> tuple[int, str]:
@@ -24,13 +22,7 @@ def put(tx: Tx, _principal: Principal, *, device_id: str, tag: str | None) -> tu
 
 
 def stored(core: Core, device_id: str) -> list[tuple[int, str | None]]:
-    with Session(core.engine) as session:
-        rows = session.exec(
-            select(QueuedEnvelope)
-            .where(col(QueuedEnvelope.recipient_device_id) == device_id)
-            .order_by(col(QueuedEnvelope.seq))
-        ).all()
-        return [(row.seq or 0, row.tag) for row in rows]
+    return [(seq, tag) for seq, _, tag in queue_entries(core.engine, device_id)]
 
 
 def test_the_newest_200_unpinned_are_kept_and_pinned_ones_beside_them(client: TestClient, core: Core) -> None:
