@@ -43,12 +43,25 @@ def unavailable_service(error: BaseException) -> str | None:
     return None
 
 
+def failure_kind(error: BaseException) -> str:
+    """What failed, for the log, without the error's text (a driver's message can quote a URL or
+    a statement's values): the class, and for a database error the driver's class and SQLSTATE
+    (``OperationalError (psycopg.OperationalError, 53300)``: too many connections)."""
+    kind = type(error).__name__
+    cause = getattr(error, "orig", None) if isinstance(error, sa.DBAPIError) else None
+    if cause is None:
+        return kind
+    driver = f"{type(cause).__module__.split('.')[0]}.{type(cause).__name__}"
+    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "sqlite_errorname", None)
+    return f"{kind} ({driver}, {sqlstate})" if sqlstate else f"{kind} ({driver})"
+
+
 def as_unavailable(error: BaseException) -> RelayError | None:
     """``error`` as a 503 ``unavailable`` (logged once, as a warning), when it means a dependency is down."""
     service = unavailable_service(error)
     if service is None:
         return None
-    log.warning("%s unavailable: %s", service, type(error).__name__, extra={"service": service})
+    log.warning("%s unavailable: %s", service, failure_kind(error), extra={"service": service})
     return RelayError("unavailable", headers={"Retry-After": str(RETRY_AFTER_S)})
 
 

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import OperationalError
 from starlette.testclient import TestClient
 
 from app.assembly import create_app
 from core.adapters.limits.base import LimitCheck
 from core.adapters.limits.redis import RedisRateLimiter
-from core.availability import DependencyUnavailableError, unavailable_service
+from core.availability import DependencyUnavailableError, failure_kind, unavailable_service
 from core.bootstrap import build_core
 from core.settings import explicit_settings
 from tests.helpers import error_code
@@ -66,7 +67,22 @@ def test_a_database_that_refuses_connections_answers_503_unavailable(
     assert mcp.status_code == 503 and error_code(mcp) == "unavailable", mcp.text  # the token check
     assert ready.status_code == 503 and ready.json()["checks"]["database"] != "ok"
     assert "Traceback" not in caplog.text and "internal_error" not in caplog.text
-    assert any("database unavailable" in record.getMessage() for record in caplog.records)
+    outage = [r.getMessage() for r in caplog.records if r.getMessage().startswith("database unavailable")]
+    # The driver's class is named, so an operator can tell a refused connection from a full server
+    # or a deadline; its text (which quotes the address) is not logged.
+    assert outage and all("(psycopg.OperationalError" in line for line in outage), outage
+    assert not any("127.0.0.1" in line or "refused" in line for line in outage), outage
+
+
+def test_a_database_outage_is_logged_with_the_drivers_class_and_sqlstate_not_its_text() -> None:
+    class TooManyClientsError(Exception):
+        sqlstate = "53300"
+
+    cause = TooManyClientsError("sorry, s3cret")
+    error = OperationalError("INSERT INTO secret_table", {"token": "s3cret"}, cause)
+    # The driver's top package (psycopg in production) and class, and the SQLSTATE.
+    assert failure_kind(error) == "OperationalError (tests.TooManyClientsError, 53300)"
+    assert failure_kind(TimeoutError("s3cret")) == "TimeoutError"
 
 
 def test_the_redis_rate_limiter_reports_redis_unavailable_when_it_is_down() -> None:
