@@ -9,6 +9,9 @@ on the client: each connection checked out of the pool is registered with the ti
 back, and a watchdog thread shuts the socket of any connection past its deadline. The driver's
 blocked read then fails at once, SQLAlchemy invalidates the connection and rolls back, and the
 caller gets 503 ``unavailable`` (``core.availability``); nothing half-written can commit later.
+A connection whose socket was shut is never handed out again, even when what it was doing
+finished just before: its ping answering only after the deadline, or a check-in racing the
+watchdog. The pool replaces it with a new one.
 
 The same check-out handler pings a connection that sat in the pool for more than
 ``PING_AFTER_IDLE_S`` first (SQLAlchemy's pessimistic-disconnect recipe, under a short deadline of
@@ -42,10 +45,14 @@ IDLE_EXIT_S = 5.0  # the watchdog thread ends after this long with no connection
 POOLED_SINCE = "relaybox_pooled_since"  # in the pool record's info: when it was last checked in
 
 
+SHUT_DOWN = "relaybox_shut_down"  # in the pool record's info: the watchdog shut its socket
+
+
 @dataclass(slots=True)
 class _Lease:
     connection: Any  # the driver's connection (psycopg), whose socket the watchdog may shut
     deadline: float
+    info: dict[Any, Any]  # the pool record's: marked ``SHUT_DOWN`` once the socket is shut
     expired: bool = False
 
 
@@ -63,13 +70,16 @@ class ConnectionDeadlines:
         event.listen(engine, "checkin", self._checked_in)
 
     def _checked_out(self, dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if record.info.pop(SHUT_DOWN, False):
+            # Its deadline passed as it was being checked in: never hand out a shut socket.
+            raise sa.DisconnectionError("pooled connection was shut past its deadline")
         now = time.monotonic()
         pooled_since: float | None = record.info.pop(POOLED_SINCE, None)  # None: just connected
         if pooled_since is None or now - pooled_since <= PING_AFTER_IDLE_S:
             with self._lock:
-                self._lease(id(record), _Lease(dbapi_connection, now + self.seconds))
+                self._lease(id(record), _Lease(dbapi_connection, now + self.seconds, record.info))
             return
-        lease = _Lease(dbapi_connection, now + PING_DEADLINE_S)
+        lease = _Lease(dbapi_connection, now + PING_DEADLINE_S, record.info)
         with self._lock:
             self._lease(id(record), lease)
         try:
@@ -79,7 +89,11 @@ class ConnectionDeadlines:
             # The pool replaces it with a new connection, whose connect is bounded by its timeout.
             raise sa.DisconnectionError("pooled connection stale or not answering") from error
         with self._lock:
+            late = lease.expired  # the ping answered, but only after the watchdog shut the socket
             lease.deadline = time.monotonic() + self.seconds
+        if late:
+            self._checked_in(dbapi_connection, record)
+            raise sa.DisconnectionError("pooled connection answered its ping too late")
 
     def _lease(self, key: int, lease: _Lease) -> None:
         """Under the lock: watch ``lease``, starting the watchdog if it is not running."""
@@ -104,11 +118,13 @@ class ConnectionDeadlines:
                 elif now - idle_since >= IDLE_EXIT_S:
                     self._watchdog = None
                     return
-                late = [held for held in self._leases.values() if not held.expired and held.deadline <= now]
-                for lease in late:
-                    lease.expired = True
-            for lease in late:
-                _shut(lease.connection)
+                # Shut under the lock: a connection checked in meanwhile is no longer leased, so a
+                # socket the driver has closed (its descriptor maybe reused) is never touched.
+                for lease in self._leases.values():
+                    if not lease.expired and lease.deadline <= now:
+                        lease.expired = True
+                        lease.info[SHUT_DOWN] = True
+                        _shut(lease.connection)
 
 
 def _shut(dbapi_connection: Any) -> None:
@@ -117,7 +133,7 @@ def _shut(dbapi_connection: Any) -> None:
     try:
         with socket.socket(fileno=os.dup(dbapi_connection.fileno())) as duplicate:
             duplicate.shutdown(socket.SHUT_RDWR)
-    except (OSError, ValueError):
+    except Exception:  # the driver's own error (psycopg: the connection is closed), OSError
         return  # closed already
     log.warning("database connection past its deadline: closed")
 

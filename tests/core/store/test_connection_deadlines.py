@@ -4,6 +4,7 @@ round trip), and a query on a dead one fails as "database down" and its replacem
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,11 +21,14 @@ class CountedEngine:
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)
         self.pings = 0
+        self.ping_delay = 0.0  # seconds each ping takes to return once answered
         ping = self.engine.dialect.do_ping
 
         def counted(dbapi_connection: Any) -> bool:
             self.pings += 1
-            return ping(dbapi_connection)
+            answered = ping(dbapi_connection)
+            time.sleep(self.ping_delay)  # a thread that waits for the GIL, say
+            return answered
 
         self.engine.dialect.do_ping = counted  # type: ignore[method-assign]
         deadline.bound_connections(self.engine, seconds=4.0)
@@ -76,3 +80,31 @@ def test_a_connection_back_in_use_at_once_is_not_pinged_and_a_dead_one_fails_as_
     assert unavailable_service(failed.value) == "database"
     assert pool.backend_pid() != first  # the dead connection was dropped; its replacement works
     assert pool.pings == 0
+
+
+def test_a_ping_that_answers_after_its_deadline_does_not_hand_out_the_shut_connection(
+    pool: CountedEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = pool.backend_pid()
+    monkeypatch.setattr(deadline, "PING_AFTER_IDLE_S", 0.0)
+    monkeypatch.setattr(deadline, "PING_DEADLINE_S", 0.2)
+    # The ping is answered, but returns only after the watchdog has shut the socket.
+    pool.ping_delay = 0.2 + 3 * deadline.WATCH_INTERVAL_S
+    assert pool.backend_pid() != first  # no error: that connection was replaced, not used
+
+
+def test_a_connection_shut_past_its_deadline_while_idle_in_use_is_replaced_after_check_in(
+    postgres_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine(postgres_database)
+    deadline.bound_connections(engine, seconds=0.2)
+    monkeypatch.setattr(deadline, "PING_AFTER_IDLE_S", 3600.0)  # nothing is pinged
+    try:
+        with engine.connect() as connection:
+            first = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            connection.commit()
+            time.sleep(0.2 + 3 * deadline.WATCH_INTERVAL_S)  # past its deadline, nothing in flight
+        with engine.connect() as connection:  # the same pool slot, not pinged: must not be the shut one
+            assert connection.execute(text("SELECT pg_backend_pid()")).scalar_one() != first
+    finally:
+        engine.dispose()
