@@ -31,7 +31,7 @@ from tests.fakes.fcm_server import (
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT_S = 0.5
+TIMEOUT_S = 3.0  # a token refresh and a send on a loaded machine; no test here waits it out
 TOKEN = "registration-token-1"
 MESSAGE = PushMessage("approval_request", {"request_id": "r-42", "title": "Deploy?"}, high_priority=True)
 
