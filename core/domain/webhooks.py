@@ -9,10 +9,13 @@ it resolves the host and holds every address to ``address_allowed`` before conne
 from __future__ import annotations
 
 import base64
+import email.utils
 import hashlib
 import hmac
 import ipaddress
+import math
 import re
+from datetime import UTC
 from urllib.parse import SplitResult, urlsplit
 
 MAX_URL_BYTES = 2048
@@ -105,3 +108,20 @@ def _ip(host: str) -> IPAddress | None:
         return parse_address(host)
     except ValueError:
         return None
+
+
+def retry_after_seconds(value: str | None, now: float) -> int | None:
+    """A response's ``Retry-After`` (RFC 9110: delay-seconds or an HTTP date, read against ``now``)
+    in whole seconds from now, at least 0; None when absent or neither form."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return int(text[:12])  # a delay beyond 12 digits is capped by the caller all the same
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # RFC 850 / asctime forms carry no zone: they are GMT
+        when = when.replace(tzinfo=UTC)
+    return max(0, math.ceil(when.timestamp() - now))

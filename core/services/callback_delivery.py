@@ -1,5 +1,6 @@
 """Answer callbacks, the sending side: each due callback is claimed by one replica, POSTed signed,
-and its outcome recorded; a failure is retried after ``RETRY_AFTER_S`` until the attempts run out.
+and its outcome recorded; a failure is retried after ``RETRY_AFTER_S`` (or the receiver's longer
+``Retry-After``, up to the longest of them) until the attempts run out.
 
 Claiming moves the row's ``due_at`` a lease (``LEASE_S``) ahead under a fresh ``claim`` in one
 conditional UPDATE, so two replicas never send the same attempt at once; a replica that dies
@@ -42,6 +43,13 @@ LEASE_S = 60  # past one attempt's 10 s: a claim outlives its attempt unless its
 # Wait after the 1st, 2nd, … failed attempt; the attempt after the last wait is the last.
 RETRY_AFTER_S = (10, 30, 120, 600, 1800, 3600, 10_800)
 MAX_ATTEMPTS = len(RETRY_AFTER_S) + 1
+
+
+def retry_delay(failed_attempts: int, asked_s: int | None) -> int:
+    """The wait before the next attempt: the schedule's, or longer when the receiver's Retry-After
+    asks (up to the schedule's longest wait, so a receiver cannot postpone a callback for ever)."""
+    scheduled = RETRY_AFTER_S[failed_attempts - 1]
+    return scheduled if asked_s is None else max(scheduled, min(asked_s, RETRY_AFTER_S[-1]))
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ def record_attempt(tx: Tx, principal: Principal, *, attempt: Attempt, outcome: O
     elif outcome.final or attempt.number >= MAX_ATTEMPTS:
         state, values["due_at"], values["failed_at"] = "failed", None, now
     else:
-        state, values["due_at"] = "pending", now + RETRY_AFTER_S[attempt.number - 1]
+        state, values["due_at"] = "pending", now + retry_delay(attempt.number, outcome.retry_after_s)
     recorded = tx.session.execute(
         update(InteractionCallback)
         .where(

@@ -3,14 +3,16 @@
 The receiver's host is resolved (``Resolver``) and every address it gives must pass
 ``address_allowed``; the connection then goes to the address that was checked, so a second DNS
 answer cannot move it, with the URL's own host as the TLS server name (SNI and certificate check)
-and as the Host header. Redirects are not followed, the response body is not read, and the whole
-attempt, resolving included, has ``timeout_s``. Every failure is an ``Outcome`` with a stable
+and as the Host header. Redirects are not followed, the response body is not read (a failure's
+``Retry-After`` is kept for the retry's schedule), and the whole attempt, resolving included, has
+``timeout_s``. Every failure is an ``Outcome`` with a stable
 code, never an exception.
 """
 
 from __future__ import annotations
 
 import ssl
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,7 +21,7 @@ import anyio
 import httpx
 
 from core.adapters.webhooks.resolver import Resolver
-from core.domain.webhooks import IPAddress, address_allowed, parse_address
+from core.domain.webhooks import IPAddress, address_allowed, parse_address, retry_after_seconds
 
 USER_AGENT = "relaybox-callbacks/1"
 GONE = 410  # the receiver wants no more (Standard Webhooks): no retry
@@ -32,6 +34,7 @@ class Outcome:
     error: str | None
     status: int | None = None  # the receiver's HTTP status, when it answered
     final: bool = False  # retrying cannot help (410 Gone)
+    retry_after_s: int | None = None  # the receiver's Retry-After, in seconds from its answer
 
 
 DELIVERED = Outcome(None)
@@ -92,6 +95,7 @@ class WebhookPoster:
                 ) as response,
             ):
                 status = response.status_code  # the body is never read
+                retry_after = retry_after_seconds(response.headers.get("retry-after"), time.time())
         except httpx.TimeoutException:
             return Outcome("timeout")
         except (httpx.HTTPError, OSError) as error:
@@ -100,7 +104,9 @@ class WebhookPoster:
             return Outcome(None, status)
         if 300 <= status < 400:
             return Outcome("redirect_not_followed", status)
-        return Outcome("gone" if status == GONE else "http_error", status, final=status == GONE)
+        if status == GONE:
+            return Outcome("gone", status, final=True)
+        return Outcome("http_error", status, retry_after_s=retry_after)
 
 
 def _is_tls(error: BaseException) -> bool:

@@ -189,6 +189,34 @@ def test_a_failing_receiver_is_retried_with_backoff_under_one_webhook_id(
     assert deliver_due(core) == 0 and len(receiver.to("/flaky")) == 3
 
 
+@pytest.mark.parametrize(
+    ("asked", "waited"), [("300", 300), ("999999999", callback_delivery.RETRY_AFTER_S[-1])]
+)
+def test_a_receivers_longer_retry_after_postpones_the_retry_up_to_the_longest_wait(
+    http: httpx.Client,
+    caller: dict[str, str],
+    phone: FakeDevice,
+    core: Core,
+    clock: ManualClock,
+    receiver: WebhookReceiver,
+    asked: str,
+    waited: int,
+) -> None:
+    receiver.script("/busy", Reply(503, {"Retry-After": asked}))
+    question = ask(http, caller, callback_url=receiver.url("/busy"))
+    answer(http, phone, question["id"], choice_index=0)
+    receiver.wait_for("/busy", 1)
+    assert settled(core, question["id"], 1)["last_status"] == 503
+    clock.advance(callback_delivery.RETRY_AFTER_S[0])
+    assert deliver_due(core) == 0  # the schedule's 10 s are not enough for this receiver
+    clock.advance(waited - callback_delivery.RETRY_AFTER_S[0] - 1)
+    assert deliver_due(core) == 0
+    clock.advance(1)
+    deliver_due(core)
+    receiver.wait_for("/busy", 2)
+    assert settled(core, question["id"], 2)["state"] == "delivered"
+
+
 def test_a_typed_reply_is_taken_by_the_callback_that_got_through(
     http: httpx.Client, caller: dict[str, str], phone: FakeDevice, core: Core, receiver: WebhookReceiver
 ) -> None:
