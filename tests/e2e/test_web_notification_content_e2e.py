@@ -8,7 +8,6 @@ removes both. Screenshot at a phone's width: test-artifacts/web-phone-rich-notif
 from __future__ import annotations
 
 import http.server
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,17 +21,12 @@ from playwright.sync_api import Browser, Page
 from tests.browser import ARTIFACTS, watched
 from tests.e2e.conftest import RelayboxServer
 from tests.e2e.web_phone import (
-    CLOSE_ALL,
-    IDENTITY,
     NOTIFICATIONS,
     become_the_phone,
+    closed_web_phone,
     create_token,
     eventually,
-    subscribe_on,
-    worker_registration,
 )
-from tests.fakes.webpush_server import FakeWebPushService
-from tests.reliability.instances import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -191,59 +185,37 @@ def test_a_closed_web_phone_replaces_by_sequence_and_applies_a_clear_when_the_ap
     """The worker shows the server's real pushes (handed over with ServiceWorker.deliverPushMessage):
     two of one sequence leave one OS notification, the second's. The clear is not pushed to a
     browser (a push must show something): the app applies it from its queue when opened."""
-    with (
-        RelayboxServer(tmp_path / "server", port=free_port()) as server,
-        FakeWebPushService() as push_service,
-        httpx.Client(base_url=server.wait_until_ready(), timeout=10) as http_client,
-    ):
-        url = str(http_client.base_url).rstrip("/")
-        context = browser.new_context()
-        context.grant_permissions(["notifications"], origin=url)
-        try:
-            page = context.new_page()
-            become_the_phone(page, url)
-            auth = {"Authorization": f"Bearer {create_token(page)}"}
-            subscribe_on(push_service, http_client, page.evaluate(IDENTITY)[1])
-            page.goto(f"{url}/app/icons/icon-192.png")  # the app is closed; its worker stays
-            page.evaluate(CLOSE_ALL)
-            cdp = context.new_cdp_session(page)
-            registration = worker_registration(page, cdp, f"{url}/app/")
+    with closed_web_phone(tmp_path, browser) as phone:
+        http_client, page, auth, push_service, url = (
+            phone.http,
+            phone.page,
+            phone.auth,
+            phone.push_service,
+            phone.url,
+        )
 
-            def push(fields: dict[str, Any], expected: list[list[Any]]) -> None:
-                """Send, then hand the server's push to the worker (again if a delivery is lost while
-                Chromium stops an idle worker, as a push service would retry) until ``expected``."""
-                before = len(push_service.received)
-                assert http_client.post("/v1/send", json=fields, headers=auth).status_code == 200
-                message = eventually(page, lambda: push_service.received[before:])[0].json()
-                data = {"origin": url, "registrationId": registration, "data": json.dumps(message)}
-                for attempt in range(3):
-                    cdp.send("ServiceWorker.deliverPushMessage", data)
-                    try:
-                        eventually(
-                            page, lambda: page.evaluate(BY_TAG, fields["sequence_id"]) == expected, 5.0
-                        )
-                        return
-                    except AssertionError:
-                        if attempt == 2:
-                            raise
+        def push(fields: dict[str, Any], expected: list[list[Any]]) -> None:
+            """Send, then hand the server's push to the worker until its sequence shows ``expected``."""
+            before = len(push_service.received)
+            assert http_client.post("/v1/send", json=fields, headers=auth).status_code == 200
+            message = eventually(page, lambda: push_service.received[before:])[0].json()
+            phone.deliver(message, lambda: page.evaluate(BY_TAG, fields["sequence_id"]) == expected)
 
-            step = {"title": "Backup", "sequence_id": "backup-1", "tags": ["hourglass", "nightly"]}
-            push(step | {"message": "1/2 copying"}, [["⌛ Backup", "1/2 copying", False]])
-            push(step | {"message": "2/2 verifying"}, [["⌛ Backup", "2/2 verifying", False]])
-            assert len(page.evaluate(NOTIFICATIONS + ".then(ns => ns.map(n => n.tag))")) == 1
-            untitled = {"message": "disk almost full", "sequence_id": "disk", "tags": ["warning"]}
-            push(untitled, [["relaybox", "⚠️ disk almost full", False]])
-            actions = page.evaluate(f"{NOTIFICATIONS}.then(ns => ns.map(n => n.actions.length))")
-            assert actions == [0, 0]
+        step = {"title": "Backup", "sequence_id": "backup-1", "tags": ["hourglass", "nightly"]}
+        push(step | {"message": "1/2 copying"}, [["⌛ Backup", "1/2 copying", False]])
+        push(step | {"message": "2/2 verifying"}, [["⌛ Backup", "2/2 verifying", False]])
+        assert len(page.evaluate(NOTIFICATIONS + ".then(ns => ns.map(n => n.tag))")) == 1
+        untitled = {"message": "disk almost full", "sequence_id": "disk", "tags": ["warning"]}
+        push(untitled, [["relaybox", "⚠️ disk almost full", False]])
+        actions = page.evaluate(f"{NOTIFICATIONS}.then(ns => ns.map(n => n.actions.length))")
+        assert actions == [0, 0]
 
-            pushed = len(push_service.received)
-            assert http_client.delete("/v1/notifications/backup-1", headers=auth).status_code == 200
-            page.wait_for_timeout(500)
-            assert len(push_service.received) == pushed  # not pushed to a browser
-            assert page.evaluate(BY_TAG, "backup-1") == [["⌛ Backup", "2/2 verifying", False]]
-            page.goto(f"{url}/app/")  # the app opens and reads its queue: the clear takes it away
-            page.locator("#inbox li.note", has_text="disk almost full").wait_for()
-            eventually(page, lambda: page.evaluate(BY_TAG, "backup-1") == [])
-            assert entry(page, "backup-1").count() == 0 and entry(page, "disk").count() == 1
-        finally:
-            context.close()
+        pushed = len(push_service.received)
+        assert http_client.delete("/v1/notifications/backup-1", headers=auth).status_code == 200
+        page.wait_for_timeout(500)
+        assert len(push_service.received) == pushed  # not pushed to a browser
+        assert page.evaluate(BY_TAG, "backup-1") == [["⌛ Backup", "2/2 verifying", False]]
+        page.goto(f"{url}/app/")  # the app opens and reads its queue: the clear takes it away
+        page.locator("#inbox li.note", has_text="disk almost full").wait_for()
+        eventually(page, lambda: page.evaluate(BY_TAG, "backup-1") == [])
+        assert entry(page, "backup-1").count() == 0 and entry(page, "disk").count() == 1

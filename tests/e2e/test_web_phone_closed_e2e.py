@@ -9,23 +9,15 @@ import json
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.e2e.conftest import RelayboxServer
 from tests.e2e.web_phone import (
-    CLOSE_ALL,
-    IDENTITY,
     NOTIFICATIONS,
     SHOWN,
-    become_the_phone,
-    create_token,
+    closed_web_phone,
     eventually,
-    worker_registration,
 )
-from tests.fakes.webpush_server import FakeWebPushService
-from tests.reliability.instances import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -43,94 +35,49 @@ def actions_of(page: Page, title: str) -> list[str]:
 
 def test_a_closed_web_phone_shows_reminders_questions_and_rings(tmp_path: Path, browser: Browser) -> None:
     env = {"RELAYBOX_REMINDER_MIN_LEAD_S": "2"}
-    with (
-        RelayboxServer(tmp_path / "server", env=env, port=free_port()) as server,
-        FakeWebPushService() as push_service,
-        httpx.Client(base_url=server.wait_until_ready(), timeout=10) as http,
-    ):
-        url = str(http.base_url).rstrip("/")
-        context = browser.new_context()
-        context.grant_permissions(["notifications"], origin=url)
-        try:
-            page = context.new_page()
-            become_the_phone(page, url)
-            auth = {"Authorization": f"Bearer {create_token(page, may_ring=True)}"}
-            phone_id, device_token = page.evaluate(IDENTITY)
-            key = http.get("/v1/push/web-key").json()["application_server_key"]
-            subscription = push_service.subscribe(application_server_key=key).subscription
-            web_push = {
-                "endpoint": subscription.endpoint,
-                "p256dh": subscription.p256dh,
-                "auth": subscription.auth,
-            }
-            http.patch(
-                "/v1/devices/me",
-                json={"web_push": web_push},
-                headers={"Authorization": f"Bearer {device_token}"},
-            )
-            page.goto(f"{url}/app/icons/icon-192.png")  # the app is closed; its worker stays
-            page.evaluate(CLOSE_ALL)
+    with closed_web_phone(tmp_path, browser, env=env, may_ring=True) as phone:
+        http, page, auth, push_service = phone.http, phone.page, phone.auth, phone.push_service
+        at = int(time.time()) + LEAD_S
+        set_up = http.post("/v1/reminders", json={"message": "Stretch", "at": at}, headers=auth)
+        assert set_up.status_code == 201, set_up.text
+        pushed = eventually(page, lambda: push_service.received, timeout=LEAD_S + 10)[0]
+        assert time.time() >= at, "pushed before its time"
+        assert push_service.received == [pushed]  # nothing when it was set
+        message = pushed.json()
+        assert message["type"] == "reminder" and "Stretch" not in pushed.payload.decode()
 
-            at = int(time.time()) + LEAD_S
-            set_up = http.post("/v1/reminders", json={"message": "Stretch", "at": at}, headers=auth)
-            assert set_up.status_code == 201, set_up.text
-            pushed = eventually(page, lambda: push_service.received, timeout=LEAD_S + 10)[0]
-            assert time.time() >= at, "pushed before its time"
-            assert push_service.received == [pushed]  # nothing when it was set
-            message = pushed.json()
-            assert message["type"] == "reminder" and "Stretch" not in pushed.payload.decode()
+        def shown_by_worker(message: dict[str, object], title: str, body: str) -> None:
+            phone.deliver(message, lambda: [title, body] in page.evaluate(SHOWN))
 
-            cdp = context.new_cdp_session(page)
-            registration = worker_registration(page, cdp, f"{url}/app/")
+        shown_by_worker(message, "Reminder", "Stretch")
 
-            def shown_by_worker(message: dict[str, object], title: str, body: str) -> None:
-                """Deliver the push; again if nothing shows (a delivery can be lost while Chromium
-                is stopping an idle worker, as a push service would retry), three times at most."""
-                data = {"origin": url, "registrationId": registration, "data": json.dumps(message)}
-                for attempt in range(3):
-                    cdp.send("ServiceWorker.deliverPushMessage", data)
-                    try:
-                        eventually(page, lambda: [title, body] in page.evaluate(SHOWN), timeout=5.0)
-                        return
-                    except AssertionError:
-                        if attempt == 2:
-                            raise
+        question = {"question": "Deploy now?", "choices": ["Ship it", "Wait"]}
+        posed = http.post("/v1/interactions", json=question, headers=auth)
+        assert posed.status_code == 201, posed.text
+        asked = eventually(page, lambda: push_service.received[1:])[0].json()
+        assert asked["type"] == "interaction_request" and "Deploy" not in json.dumps(asked)
+        shown_by_worker(asked, "Question", "Deploy now? (Ship it / Wait)")
+        question_actions = f"{NOTIFICATIONS}.then(ns => ns.filter(n => n.title === 'Question')[0].actions)"
+        assert [action["title"] for action in page.evaluate(question_actions)] == ["Ship it", "Wait"]
+        # What its "Wait" button runs in the worker (headless Chromium cannot tap a notification):
+        interaction_id = posed.json()["id"]
+        tapped = page.evaluate(TAP_ANSWER, [interaction_id, 1])
+        assert tapped["status"] == 200, tapped
+        state = http.get(f"/v1/interactions/{interaction_id}", headers=auth).json()
+        assert state["status"] == "answered" and state["choice_index"] == 1, state
 
-            shown_by_worker(message, "Reminder", "Stretch")
+        assert http.post(f"/v1/devices/{phone.phone_id}/ring", headers=auth).status_code == 202
+        rung = eventually(page, lambda: push_service.received[2:])[0].json()
+        assert rung["type"] == "ring"
+        shown_by_worker(rung, "Ring", "Someone is looking for this phone.")
 
-            question = {"question": "Deploy now?", "choices": ["Ship it", "Wait"]}
-            posed = http.post("/v1/interactions", json=question, headers=auth)
-            assert posed.status_code == 201, posed.text
-            asked = eventually(page, lambda: push_service.received[1:])[0].json()
-            assert asked["type"] == "interaction_request" and "Deploy" not in json.dumps(asked)
-            shown_by_worker(asked, "Question", "Deploy now? (Ship it / Wait)")
-            question_actions = (
-                f"{NOTIFICATIONS}.then(ns => ns.filter(n => n.title === 'Question')[0].actions)"
-            )
-            assert [action["title"] for action in page.evaluate(question_actions)] == ["Ship it", "Wait"]
-            # What its "Wait" button runs in the worker (headless Chromium cannot tap a notification):
-            interaction_id = posed.json()["id"]
-            tapped = page.evaluate(TAP_ANSWER, [interaction_id, 1])
-            assert tapped["status"] == 200, tapped
-            state = http.get(f"/v1/interactions/{interaction_id}", headers=auth).json()
-            assert state["status"] == "answered" and state["choice_index"] == 1, state
-
-            assert http.post(f"/v1/devices/{phone_id}/ring", headers=auth).status_code == 202
-            rung = eventually(page, lambda: push_service.received[2:])[0].json()
-            assert rung["type"] == "ring"
-            shown_by_worker(rung, "Ring", "Someone is looking for this phone.")
-
-            buttons = [
-                {"label": "Open CI", "url": "https://ci.example/1"},
-                {"label": "Logs", "url": "https://ci.example/l"},
-            ]
-            note = {"title": "Build", "message": "red", "url": "https://ci.example", "actions": buttons}
-            assert http.post("/v1/send", json=note, headers=auth).status_code == 200
-            built = eventually(page, lambda: push_service.received[3:])[0].json()
-            shown_by_worker(built, "Build", "red")
-            actions = page.evaluate(
-                f"{NOTIFICATIONS}.then(ns => ns.filter(n => n.title === 'Build')[0].actions)"
-            )
-            assert [action["title"] for action in actions] == ["Open CI", "Logs"]
-        finally:
-            context.close()
+        buttons = [
+            {"label": "Open CI", "url": "https://ci.example/1"},
+            {"label": "Logs", "url": "https://ci.example/l"},
+        ]
+        note = {"title": "Build", "message": "red", "url": "https://ci.example", "actions": buttons}
+        assert http.post("/v1/send", json=note, headers=auth).status_code == 200
+        built = eventually(page, lambda: push_service.received[3:])[0].json()
+        shown_by_worker(built, "Build", "red")
+        actions = page.evaluate(f"{NOTIFICATIONS}.then(ns => ns.filter(n => n.title === 'Build')[0].actions)")
+        assert [action["title"] for action in actions] == ["Open CI", "Logs"]

@@ -19,17 +19,13 @@ from playwright.sync_api import Browser, Page
 from tests.browser import ARTIFACTS, watched
 from tests.e2e.conftest import RelayboxServer
 from tests.e2e.web_phone import (
-    CLOSE_ALL,
     IDENTITY,
     NOTIFICATIONS,
     become_the_phone,
+    closed_web_phone,
     create_token,
     eventually,
-    subscribe_on,
-    worker_registration,
 )
-from tests.fakes.webpush_server import FakeWebPushService
-from tests.reliability.instances import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -112,54 +108,28 @@ def test_the_open_app_alerts_until_acknowledge_is_tapped(tmp_path: Path, browser
 def test_a_closed_app_is_pushed_again_and_its_worker_offers_acknowledge(
     tmp_path: Path, browser: Browser
 ) -> None:
-    with (
-        RelayboxServer(tmp_path / "server", env=SERVER_ENV, port=free_port()) as server,
-        FakeWebPushService() as push_service,
-        httpx.Client(base_url=server.wait_until_ready(), timeout=10) as http,
-    ):
-        url = str(http.base_url).rstrip("/")
-        context = browser.new_context()
-        context.grant_permissions(["notifications"], origin=url)
-        try:
-            page = context.new_page()
-            become_the_phone(page, url)
-            auth = {"Authorization": f"Bearer {create_token(page)}"}
-            _, device_token = page.evaluate(IDENTITY)
-            subscribe_on(push_service, http, device_token)
-            page.goto(f"{url}/app/icons/icon-192.png")  # the app is closed; its worker stays
-            page.evaluate(CLOSE_ALL)
+    with closed_web_phone(tmp_path, browser, env=SERVER_ENV) as phone:
+        http, page, auth, push_service = phone.http, phone.page, phone.auth, phone.push_service
+        receipt = http.post("/v1/send", json=URGENT | {"repeat": 1}, headers=auth).json()["receipt"]
+        pushed = eventually(page, lambda: push_service.received[2:])  # the send's push, then repeats
+        assert {p.json()["type"] for p in pushed} == {"notification"}
+        assert "prod" not in json.dumps([p.json() for p in pushed])  # sealed to the phone
 
-            receipt = http.post("/v1/send", json=URGENT | {"repeat": 1}, headers=auth).json()["receipt"]
-            pushed = eventually(page, lambda: push_service.received[2:])  # the send's push, then repeats
-            assert {p.json()["type"] for p in pushed} == {"notification"}
-            assert "prod" not in json.dumps([p.json() for p in pushed])  # sealed to the phone
+        [shown] = phone.deliver(pushed[-1].json(), lambda: urgent_notifications(page))
+        assert (shown["title"], shown["tag"], shown["actions"]) == (
+            "Urgent: PagerDuty",
+            receipt,
+            ["Acknowledge"],
+        )
+        assert shown["body"].startswith("prod is down") and "Repeats until acknowledged." in shown["body"]
 
-            cdp = context.new_cdp_session(page)
-            registration = worker_registration(page, cdp, f"{url}/app/")
-            data = {"origin": url, "registrationId": registration, "data": json.dumps(pushed[-1].json())}
-            for _ in range(3):  # a delivery can be lost while Chromium stops an idle worker
-                cdp.send("ServiceWorker.deliverPushMessage", data)
-                try:
-                    [shown] = eventually(page, lambda: urgent_notifications(page), timeout=5.0)
-                    break
-                except AssertionError:
-                    continue
-            assert (shown["title"], shown["tag"], shown["actions"]) == (
-                "Urgent: PagerDuty",
-                receipt,
-                ["Acknowledge"],
-            )
-            assert shown["body"].startswith("prod is down") and "Repeats until acknowledged." in shown["body"]
-
-            # What its Acknowledge action runs in the worker (headless Chromium cannot tap it):
-            tapped = page.evaluate(TAP_ACKNOWLEDGE, receipt)
-            assert (tapped["status"], tapped["body"]["status"]) == (200, "acknowledged"), tapped
-            stop = eventually(
-                page, lambda: [p for p in push_service.received if p.json()["type"] == "urgent_stop"]
-            )
-            before = len(push_service.received)
-            page.wait_for_timeout(2500)  # no repeat after the acknowledgement
-            assert len(push_service.received) == before, [p.json()["type"] for p in push_service.received]
-            assert len(stop) == 1
-        finally:
-            context.close()
+        # What its Acknowledge action runs in the worker (headless Chromium cannot tap it):
+        tapped = page.evaluate(TAP_ACKNOWLEDGE, receipt)
+        assert (tapped["status"], tapped["body"]["status"]) == (200, "acknowledged"), tapped
+        stop = eventually(
+            page, lambda: [p for p in push_service.received if p.json()["type"] == "urgent_stop"]
+        )
+        before = len(push_service.received)
+        page.wait_for_timeout(2500)  # no repeat after the acknowledgement
+        assert len(push_service.received) == before, [p.json()["type"] for p in push_service.received]
+        assert len(stop) == 1

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import CDPSession, Page
+from playwright.sync_api import Browser, BrowserContext, CDPSession, Page
 
 from core.domain.secrets import SENDER_TOKEN_PATTERN
+from tests.e2e.conftest import RelayboxServer
 from tests.fakes.webpush_server import FakeWebPushService
+from tests.reliability.instances import free_port
 
 NOTIFICATIONS = "navigator.serviceWorker.ready.then(r => r.getNotifications())"
 SHOWN = f"{NOTIFICATIONS}.then(ns => ns.map(n => [n.title, n.body]))"
@@ -82,3 +88,64 @@ def subscribe_on(push_service: FakeWebPushService, http: httpx.Client, device_to
         "/v1/devices/me", json={"web_push": web_push}, headers={"Authorization": f"Bearer {device_token}"}
     )
     assert patched.json()["push"] == "web_push", patched.text
+
+
+@dataclass(frozen=True)
+class ClosedWebPhone:
+    """A web phone whose app was opened once, paired and subscribed to web push, then closed: what
+    reaches it now goes through the server's push (to ``push_service``) and its service worker."""
+
+    url: str
+    http: httpx.Client
+    push_service: FakeWebPushService
+    context: BrowserContext
+    page: Page  # on a page of the app's origin outside its scope: the worker stays, the app is closed
+    auth: dict[str, str]  # a sender token's Authorization header
+    phone_id: str
+    device_token: str
+    cdp: CDPSession
+    registration: str  # the worker's, for ServiceWorker.deliverPushMessage
+
+    def deliver(self, message: dict[str, Any], shown: Callable[[], Any]) -> Any:
+        """Hand ``message`` (a push the server made) to the worker until ``shown()`` holds, and return
+        it; again if it does not (a delivery can be lost while Chromium stops an idle worker, as a
+        push service would retry), three times at most."""
+        data = {"origin": self.url, "registrationId": self.registration, "data": json.dumps(message)}
+        for attempt in range(3):
+            self.cdp.send("ServiceWorker.deliverPushMessage", data)
+            try:
+                return eventually(self.page, shown, timeout=5.0)
+            except AssertionError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+
+@contextmanager
+def closed_web_phone(
+    tmp_path: Path, browser: Browser, *, env: Mapping[str, str] | None = None, may_ring: bool = False
+) -> Iterator[ClosedWebPhone]:
+    """A ``relaybox serve`` (with ``env``), a fake push service, and a ``ClosedWebPhone`` on them."""
+    with (
+        RelayboxServer(tmp_path / "server", env=env, port=free_port()) as server,
+        FakeWebPushService() as push_service,
+        httpx.Client(base_url=server.wait_until_ready(), timeout=10) as http,
+    ):
+        url = str(http.base_url).rstrip("/")
+        context = browser.new_context()
+        context.grant_permissions(["notifications"], origin=url)
+        try:
+            page = context.new_page()
+            become_the_phone(page, url)
+            auth = {"Authorization": f"Bearer {create_token(page, may_ring=may_ring)}"}
+            phone_id, device_token = page.evaluate(IDENTITY)
+            subscribe_on(push_service, http, device_token)
+            page.goto(f"{url}/app/icons/icon-192.png")  # the app is closed; its worker stays
+            page.evaluate(CLOSE_ALL)
+            cdp = context.new_cdp_session(page)
+            registration = worker_registration(page, cdp, f"{url}/app/")
+            yield ClosedWebPhone(
+                url, http, push_service, context, page, auth, phone_id, device_token, cdp, registration
+            )
+        finally:
+            context.close()
