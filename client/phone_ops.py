@@ -25,7 +25,7 @@ from client.phone_api import PhoneApi
 from client.questions import PhoneQuestions, server_box
 from client.reminders import PhoneReminders
 from client.state import DeviceState
-from client.urgent import PhoneUrgent
+from client.urgent import KeptAlerts, PhoneUrgent
 
 
 class PhoneOps(Running):
@@ -61,7 +61,8 @@ class PhoneOps(Running):
         self._api = PhoneApi(state.server, state.device_token, transport=transport)
         self.reminders = PhoneReminders(path, state.device_id, output, clock=clock)
         hint = 'type "ack" and Enter' if interactive else "relaybox phone ack RECEIPT"
-        self.urgent = PhoneUrgent(self._api, output, clock=clock, hint=hint)
+        kept = KeptAlerts(path, state.device_id)
+        self.urgent = PhoneUrgent(self._api, output, clock=clock, hint=hint, kept=kept)
         self.questions = PhoneQuestions(
             self._api,
             output,

@@ -3,15 +3,18 @@ alerts again every ``repeat`` seconds (``URGENT (repeat N) [rcp_…]: …`` and 
 acknowledged here (a typed ``ack`` line), acknowledged elsewhere or cancelled by its sender (an
 ``urgent_stop`` arrives: ``relaybox phone ack`` from another shell is elsewhere too), or its
 ``expire_at`` passes. The repeats are timed by the reminders' scheduler thread
-(``client.reminder_schedule``); an alert is not kept across restarts of ``phone run``."""
+(``client.reminder_schedule``). The alerts still repeating are kept in the phone's state file
+(``KeptAlerts``), so a ``phone run`` that restarts alerts again for them at once, as a phone that
+rebooted would."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from client.dispatch import one_line
@@ -21,7 +24,9 @@ from client.payload_fields import PayloadError, content_of, id_field, integer_fi
 from client.phone_api import PhoneApi
 from client.reminder_schedule import Reminder, ReminderScheduler
 from client.state import ClientError
+from client.state_file import read_field, update_fields
 
+ALERTS_FIELD = "urgent_alerts"  # the state file's field: the alerts repeating, oldest first
 STOPPED = {"acknowledged": "acknowledged", "cancelled": "cancelled by its sender", "expired": "expired"}
 
 
@@ -49,6 +54,36 @@ class Alert:
         }
 
 
+class KeptAlerts:
+    """The repeating alerts, in the state file at ``path`` (the device's own, private to its owner)."""
+
+    def __init__(self, path: Path, device_id: str) -> None:
+        self.path = path
+        self.device_id = device_id
+
+    def load(self) -> list[Alert]:
+        """The alerts the file keeps; one that cannot be read is left out."""
+        raw = read_field(self.path, self.device_id, ALERTS_FIELD)
+        kept: list[Alert] = []
+        for entry in raw if isinstance(raw, list) else []:
+            if not isinstance(entry, Mapping):
+                continue
+            try:
+                alert = parse_alert({**entry, "repeat": entry.get("repeat_s")})
+            except PayloadError:
+                continue
+            if alert is not None:
+                kept.append(alert)
+        return kept
+
+    def save(self, alerts: Iterable[Alert]) -> None:
+        entries = [
+            {key: value for key, value in alert.record(0).items() if key not in ("type", "repeat")}
+            for alert in alerts
+        ]
+        update_fields(self.path, self.device_id, {ALERTS_FIELD: entries or None})
+
+
 def parse_alert(payload: Mapping[str, Any]) -> Alert | None:
     """The urgent alert a ``notification`` payload asks for, or ``None`` when it has no receipt."""
     if payload.get("receipt") is None:
@@ -70,7 +105,7 @@ class PhoneUrgent:
     """Repeats the urgent alerts the phone receives and acknowledges them through ``api``.
 
     ``clock`` gives epoch seconds (tests inject one). ``hint``: how a person acknowledges here,
-    shown with each new alert."""
+    shown with each new alert. ``kept``: where the repeating alerts are kept across restarts."""
 
     def __init__(
         self,
@@ -79,8 +114,10 @@ class PhoneUrgent:
         *,
         clock: Callable[[], float] = time.time,
         hint: str = "relaybox phone ack RECEIPT",
+        kept: KeptAlerts | None = None,
     ) -> None:
         self.output = output
+        self._kept = kept
         self._api = api
         self._clock = clock
         self._hint = hint
@@ -90,7 +127,18 @@ class PhoneUrgent:
         self.scheduler = ReminderScheduler(self._repeat, clock=clock, on_error=self._thread_failed)
 
     def start(self) -> None:
+        """Start the repeats, alerting at once for every kept alert that has not expired."""
+        now = self._clock()
+        restored = [alert for alert in (self._kept.load() if self._kept else []) if alert.expire_at > now]
+        with self._lock:
+            for alert in restored:
+                self._alerts[alert.receipt] = (alert, 0)
+            self._save()
         self.scheduler.start()
+        for alert in restored:
+            self.output.show(f"URGENT (still repeating) {alert.line()}", alert.record(0) | {"restored": True})
+            self.output.bell()
+            self._arm(alert, now)
 
     def close(self) -> None:
         self.scheduler.close()
@@ -116,6 +164,7 @@ class PhoneUrgent:
                 expired = True
             else:
                 self._alerts[alert.receipt] = (alert, 0)
+                self._save()
                 expired = False
         if expired:
             self.output.note(f"urgent notification {alert.receipt} expired before it arrived: not repeated")
@@ -198,12 +247,24 @@ class PhoneUrgent:
         with self._lock:
             entry = self._alerts.pop(receipt, None)
             self._settled.add(receipt)
+            if entry is not None:
+                self._save()
         self.scheduler.cancel(receipt)
         if entry is not None:
             self.output.show(
                 f"URGENT STOPPED [{receipt}]: {STOPPED.get(reason, one_line(reason))}",
                 {"type": "urgent_stopped", "receipt": receipt, "reason": reason},
             )
+
+    def _save(self) -> None:
+        """Under the lock: keep the repeating alerts (a state file that cannot be written costs the
+        restart's alerts only, with a note)."""
+        if self._kept is None:
+            return
+        try:
+            self._kept.save(alert for alert, _count in self._alerts.values())
+        except (OSError, ValueError) as error:
+            self.output.note(f"warning: urgent alerts not kept: {type(error).__name__}")
 
     def _thread_failed(self, error: Exception) -> None:
         with contextlib.suppress(Exception):  # the output itself may be what failed (a closed pipe)

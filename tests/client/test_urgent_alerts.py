@@ -23,7 +23,8 @@ from client.opener import Received
 from client.output import Output
 from client.phone_api import PhoneApi
 from client.phone_ops import PhoneOps
-from client.urgent import PhoneUrgent, parse_alert
+from client.state_file import write_state
+from client.urgent import KeptAlerts, PhoneUrgent, parse_alert
 from core.clock import SystemClock
 from core.domain.envelope import open_envelope
 from core.runtime.core import Core
@@ -176,3 +177,45 @@ def test_what_is_not_an_alert_is_left_alone(alerts: tuple[PhoneUrgent, Manual, i
     assert urgent.take_line("1 not today") is False  # an answer to a question, not for the alerts
     bad = urgent.on_stop(received({"type": "urgent_stop", "reason": "cancelled"}, "urgent_stop"))
     assert bad.startswith("urgent_stop that cannot be read: receipt")
+
+
+def test_a_restarted_phone_alerts_again_for_what_was_repeating_and_forgets_what_stopped(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "phone.json"
+    write_state(path, "dev_phone", {"device_id": "dev_phone"})
+    manual = Manual()
+
+    def run_phone() -> tuple[PhoneUrgent, io.StringIO]:
+        out = io.StringIO()
+        api = PhoneApi("http://127.0.0.1:9", "rbd_unused")  # never called: nothing here acknowledges
+        kept = KeptAlerts(path, "dev_phone")
+        return PhoneUrgent(
+            api, Output(as_json=True, stdout=out, stderr=io.StringIO()), clock=manual, kept=kept
+        ), out
+
+    first, _ = run_phone()
+    first.start()
+    first.on_notification(received(alert_payload()))
+    first.on_notification(received(alert_payload(receipt="rcp_2", expire_at=1_800_000_003)))
+    first.on_notification(received(alert_payload(receipt="rcp_3", title="Backup")))
+    first.on_stop(
+        received({"type": "urgent_stop", "receipt": "rcp_3", "reason": "acknowledged"}, "urgent_stop")
+    )
+    first.close()
+    assert "disk full" in path.read_text() and path.stat().st_mode & 0o077 == 0
+
+    manual.now = 1_800_000_004  # rcp_2 expired while the phone was off
+    second, out = run_phone()
+    second.start()
+    try:
+        assert second.repeating() == ["rcp_1"]
+        [restored] = records(out)
+        assert (restored["receipt"], restored["repeat"], restored["restored"]) == ("rcp_1", 0, True)
+        manual.now = 1_800_000_005
+        second.scheduler.poke()
+        eventually(lambda: records(out)[-1]["type"] == "urgent_stopped")  # at its expiry, as before
+    finally:
+        second.close()
+    assert KeptAlerts(path, "dev_phone").load() == []
+    assert json.loads(path.read_text())["device_id"] == "dev_phone"  # the rest of the state is kept
