@@ -25,6 +25,7 @@ from client.phone_api import PhoneApi
 from client.questions import PhoneQuestions, server_box
 from client.reminders import PhoneReminders
 from client.state import DeviceState
+from client.taps import NotificationButtons
 from client.urgent import KeptAlerts, PhoneUrgent
 
 
@@ -32,7 +33,7 @@ class PhoneOps(Running):
     """The phone's handlers for ``relaybox phone run``. A context manager: entering re-arms the
     reminders kept in the state file (firing those already due) and starts the reminder and
     urgent-alert threads and, when ``interactive``, the reader of typed lines on ``stdin_fd``
-    (answers, and ``ack`` for an urgent alert).
+    (answers, ``ack`` for an urgent alert, ``tap N`` for a notification's button: ``client.taps``).
 
     ``answer``: answer every question with that choice; ``answer_text``: and with that typed reply
     where one is allowed (alone where there are no choices). ``downloads``: where documents and
@@ -63,6 +64,7 @@ class PhoneOps(Running):
         hint = 'type "ack" and Enter' if interactive else "relaybox phone ack RECEIPT"
         kept = KeptAlerts(path, state.device_id)
         self.urgent = PhoneUrgent(self._api, output, clock=clock, hint=hint, kept=kept)
+        self.buttons = NotificationButtons(output, transport=transport)
         self.questions = PhoneQuestions(
             self._api,
             output,
@@ -72,7 +74,7 @@ class PhoneOps(Running):
             interactive=interactive,
             clock=clock,
             stdin_fd=stdin_fd,
-            other_lines=self.urgent.take_line,
+            other_lines=lambda line: self.urgent.take_line(line) or self.buttons.take_line(line),
         )
         self.documents = PhoneDocuments(self._api, state, output, self.downloads)
         self.attachments = PhoneAttachments(self._api, output, self.downloads)
@@ -89,6 +91,7 @@ class PhoneOps(Running):
 
     def install(self, dispatcher: Dispatcher) -> Dispatcher:
         shown = self.attachments.saving(dispatcher.payloads["notification"])
+        cleared = dispatcher.payloads["notification_clear"]
         dispatcher.pushes.update(
             {
                 "reminder": self.reminders.on_reminder,
@@ -102,6 +105,7 @@ class PhoneOps(Running):
             {
                 "interaction_request": self.questions.on_question,
                 "notification": partial(self.on_notification, shown),
+                "notification_clear": partial(self.on_clear, cleared),
                 "reminder": self.reminders.on_reminder,
                 "reminder_cancel": self.reminders.on_reminder_cancel,
                 "urgent_stop": self.urgent.on_stop,
@@ -111,9 +115,14 @@ class PhoneOps(Running):
 
     def on_notification(self, shown: Describe, item: Received) -> str:
         """A notification: ``shown`` (described, its attachment saved), and an urgent one
-        repeated until acknowledged."""
+        repeated until acknowledged, its buttons kept to be tapped."""
         self.urgent.on_notification(item)
+        self.buttons.on_notification(item)
         return shown(item)
+
+    def on_clear(self, cleared: Describe, item: Received) -> str:
+        self.buttons.on_clear(item)
+        return cleared(item)
 
     def on_ring(self, item: Received) -> str:
         """Print ``RING for <n> s`` and sound the terminal bell."""

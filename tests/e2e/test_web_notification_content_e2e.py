@@ -7,10 +7,6 @@ removes both. Screenshot at a phone's width: test-artifacts/web-phone-rich-notif
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +23,7 @@ from tests.e2e.web_phone import (
     create_token,
     eventually,
 )
+from tests.fakes.far_end import far_end
 
 pytestmark = pytest.mark.e2e
 
@@ -40,38 +37,6 @@ MESSAGE = """Deployed **v2.4** to `prod` in 3 min:
 BY_TAG = (
     f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag === s).map(n => [n.title, n.body, n.renotify]))"
 )
-
-
-@contextmanager
-def far_end() -> Iterator[tuple[str, list[tuple[str, str, str]]]]:
-    """An HTTP server on loopback that records (method, path, body) of every request."""
-    seen: list[tuple[str, str, str]] = []
-
-    class Recorder(http.server.BaseHTTPRequestHandler):
-        def answer(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            seen.append((self.command, self.path, self.rfile.read(length).decode()))
-            self.send_response(204)
-            self.end_headers()
-
-        def do_GET(self) -> None:
-            self.answer()
-
-        def do_POST(self) -> None:
-            self.answer()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def entry(page: Page, sequence_id: str) -> Any:
