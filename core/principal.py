@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 from core.errors import RelayError
@@ -98,10 +99,11 @@ class Principal:
     def system(cls) -> Principal:
         return cls(kind=PrincipalKind.SYSTEM, account_id="")
 
-    @classmethod
-    def anonymous(cls, ip: str) -> Principal:
-        """An unauthenticated caller of a public route (pair/init, phone registration)."""
-        return cls(kind=PrincipalKind.ANONYMOUS, account_id="", label=ip)
+    @staticmethod
+    def anonymous(ip: str) -> Principal:
+        """An unauthenticated caller of a public route (pair/init, phone registration); every
+        request starts as one, so the few addresses seen lately share theirs (it is immutable)."""
+        return _anonymous(ip)
 
     @property
     def owner_key(self) -> str:
@@ -133,3 +135,8 @@ class Principal:
         if not self.is_phone:
             raise RelayError("not_a_phone")
         return device_id
+
+
+@functools.lru_cache(maxsize=1024)
+def _anonymous(ip: str) -> Principal:
+    return Principal(kind=PrincipalKind.ANONYMOUS, account_id="", label=ip)

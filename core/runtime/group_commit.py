@@ -76,7 +76,6 @@ class Write:
     events: list[Event] = field(default_factory=list)
     error: BaseException | None = None
     settled: bool = False  # written (or refused) with this outcome
-    done: anyio.Event = field(default_factory=anyio.Event)
 
     def succeeded(self, result: Any, events: list[Event]) -> None:
         self.result, self.events, self.settled = result, events, True
@@ -100,6 +99,10 @@ class GroupCommitter:
         self._queued: list[Write] = []
         self._writing: list[Write] = []
         self._work = anyio.Event()
+        # Set once a group's outcomes are recorded, then replaced: every write waits on the one of
+        # the moment until it is settled (one event a group, not one a write: an anyio event
+        # costs microseconds to make).
+        self._written = anyio.Event()
         self.running = False
 
     async def submit(self, write: Write) -> tuple[Any, list[Event]]:
@@ -108,7 +111,8 @@ class GroupCommitter:
         self._queued.append(write)
         self._work.set()
         with anyio.CancelScope(shield=True):
-            await write.done.wait()
+            while not write.settled:
+                await self._written.wait()
         if write.error is not None:
             raise write.error
         return write.result, write.events
@@ -135,13 +139,13 @@ class GroupCommitter:
             self._settle([*self._writing, *self._queued], stopped)
             self._queued, self._writing = [], []
 
-    @staticmethod
-    def _settle(writes: list[Write], error: BaseException) -> None:
+    def _settle(self, writes: list[Write], error: BaseException) -> None:
         """Wake the writers' callers; one without an outcome fails with ``error``."""
         for write in writes:
             if not write.settled:
                 write.failed(error)
-            write.done.set()
+        written, self._written = self._written, anyio.Event()
+        written.set()
 
 
 def write_group(

@@ -35,6 +35,7 @@ class Tx:
     events: list[Event] = field(default_factory=list)
     read_connection: Connection | None = None  # a quick read's connection, in its transaction
     opened_session: Session | None = None  # the ORM session, once there is one
+    _connection: Connection | None = field(default=None, init=False, repr=False)  # the session's, once asked
 
     @property
     def session(self) -> Session:
@@ -46,8 +47,13 @@ class Tx:
         return self.opened_session
 
     def connection(self) -> Connection:
-        """The transaction's connection, for statements run without the ORM."""
-        return self.read_connection if self.read_connection is not None else self.session.connection()
+        """The transaction's connection, for statements run without the ORM (a send asks for it
+        several times; the session would look it up again each time)."""
+        if self.read_connection is not None:
+            return self.read_connection
+        if self._connection is None:
+            self._connection = self.session.connection()
+        return self._connection
 
     def now(self) -> int:
         return int(self.clock.now())

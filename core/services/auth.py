@@ -74,6 +74,7 @@ async def authenticated(
     return found
 
 
+@functools.cache  # a handful of Accept values; Flag arithmetic costs microseconds a request
 def _kinds(accept: Accept) -> frozenset[PrincipalKind]:
     kinds: set[PrincipalKind] = set()
     if Accept.SENDER_TOKEN in accept:

@@ -77,7 +77,7 @@ def test_the_acknowledgement_ends_the_pushes_and_pushes_the_stop(
         assert http.post(f"/v1/receipts/{acked}/acknowledge", headers=phone.auth).status_code == 200
         assert http.post(f"/v1/receipts/{cancelled}/cancel", headers=auth).status_code == 200
         assert wake_ups(web_core) == []
-        stops = eventually(lambda: push_service.received[2:4])
+        stops = eventually(lambda: push_service.received[2:4] if len(push_service.received) >= 4 else None)
         clock.advance(300)
         assert deliver_due(http, web_core) == 0
     reasons = {opened(web_core, phone, stop.json())["reason"] for stop in stops}

@@ -11,6 +11,7 @@ import calendar
 import enum
 import functools
 import math
+import operator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -54,7 +55,10 @@ class LimitDecision:
 
     def layer(self, resource: str) -> LimitState | None:
         """The state of the layer named ``resource``, if it was checked."""
-        return next((state for state in self.layers if state.resource == resource), None)
+        for state in self.layers:
+            if state.resource == resource:
+                return state
+        return None
 
 
 def month_bounds(now: float) -> tuple[float, float]:
@@ -77,24 +81,29 @@ def layer_state(
     """One layer's state and whether it allows ``cost`` more, from what its window holds now:
     ``used`` entries (already trimmed to the window), the oldest of them at ``oldest``.
     Shared by every implementation, so they report the same numbers."""
-    ok = used + cost <= check.limit
-    counted = used + (cost if ok and charge else 0)
+    limit = check.limit
+    ok = used + cost <= limit
+    counted = used + cost if ok and charge else used
     if check.kind is WindowKind.ROLLING:
         reset_at = math.ceil((now if oldest is None else oldest) + check.window_s)
     else:
         reset_at = math.ceil(month_bounds(now)[1])
-    return LimitState(check.resource, check.limit, max(0, check.limit - counted), reset_at), ok
+    return LimitState(check.resource, limit, limit - counted if counted < limit else 0, reset_at), ok
+
+
+_TIGHTNESS = operator.attrgetter("remaining", "reset_at")  # the binding layer of an allowed request
+_RESET_AT = operator.attrgetter("reset_at")  # the binding layer of a refused one
 
 
 def decide(states: list[tuple[LimitState, bool]], now: float) -> LimitDecision:
-    """Combine per-layer states into one decision (shared by every implementation)."""
+    """Combine per-layer states into one decision (shared by every implementation). On every
+    send: list comprehensions and C key functions, not generators and lambdas."""
     refused = [state for state, ok in states if not ok]
     if refused:  # no layers: a refused acquire counted the others as if it had charged them
-        binding = min(refused, key=lambda s: s.reset_at)
+        binding = min(refused, key=_RESET_AT)
         return LimitDecision(False, binding, retry_after=max(1, binding.reset_at - int(now)))
-    layers = tuple(state for state, _ in states)
-    binding = min(layers, key=lambda s: (s.remaining, s.reset_at))
-    return LimitDecision(True, binding, layers=layers)
+    layers = tuple([state for state, _ in states])
+    return LimitDecision(True, min(layers, key=_TIGHTNESS), layers=layers)
 
 
 class RateLimiter(Protocol):

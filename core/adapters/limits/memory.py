@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from itertools import repeat
 
 from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, decide, layer_state
 
@@ -33,12 +34,15 @@ class MemoryRateLimiter:
 
     def _evaluate(self, checks: list[LimitCheck], now: float, cost: int, *, charge: bool) -> LimitDecision:
         with self._lock:
-            self._sweep(now)
+            if now >= self._next_sweep:
+                self._sweep(now)
             states: list[tuple[LimitState, bool]] = []
             logs: list[tuple[deque[float], float, str]] = []
             for check in checks:
                 key, since, expires = check.bucket(now)
-                log = self._logs.setdefault(key, deque())
+                log = self._logs.get(key)
+                if log is None:
+                    log = self._logs[key] = deque()
                 while log and log[0] <= since:
                     log.popleft()
                 oldest = log[0] if log else None
@@ -46,15 +50,16 @@ class MemoryRateLimiter:
                 logs.append((log, expires, key))
             decision = decide(states, now)
             if decision.allowed and charge:
+                expiry = self._expiry
                 for log, expires, key in logs:
-                    log.extend([now] * cost)
-                    self._expiry[key] = max(self._expiry.get(key, 0.0), expires)
+                    log.extend(repeat(now, cost))
+                    if expiry.get(key, 0.0) < expires:
+                        expiry[key] = expires
             return decision
 
     def _sweep(self, now: float) -> None:
-        """Drop buckets whose every entry has expired, so idle keys do not accumulate."""
-        if now < self._next_sweep:
-            return
+        """Drop buckets whose every entry has expired, so idle keys do not accumulate (once a
+        minute)."""
         self._next_sweep = now + 60
         for key in [k for k, at in self._expiry.items() if at <= now]:
             self._expiry.pop(key, None)
