@@ -200,11 +200,16 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     """PostgreSQL: every device's insert, its newest seq before it and its trim as one statement,
     in data-modifying CTEs over the recipients and blobs as arrays. All parts read the snapshot
     from before the insert (hence ``_first_dropped`` leaves room for the new entry); the
-    recipients are locked already (``lock_recipients``)."""
+    recipients are locked already (``lock_recipients``).
+
+    The arrays are read through scalar subqueries so the planner never sees their length: with
+    them in plain sight every execution was planned afresh (a custom plan for 2 rows always costs
+    less than the generic one for unknown arrays), about 0.2 ms of PostgreSQL CPU a send; hidden,
+    the server-side prepared statement runs its one generic plan, the same plan."""
     entries = (
         func.unnest(
-            bindparam("recipients", type_=postgresql.ARRAY(String)),
-            bindparam("blobs", type_=postgresql.ARRAY(LargeBinary)),
+            select(bindparam("recipients", type_=postgresql.ARRAY(String))).scalar_subquery(),
+            select(bindparam("blobs", type_=postgresql.ARRAY(LargeBinary))).scalar_subquery(),
         )
         .table_valued("recipient", "blob")
         .render_derived()

@@ -227,6 +227,31 @@ def test_an_acquire_is_one_round_trip_that_runs_the_script(redis_url: str, names
         admin.close()
 
 
+@pytest.mark.redis
+def test_a_limiter_carries_on_after_redis_drops_its_connection_and_forgets_its_script(
+    redis_url: str, namespace: str
+) -> None:
+    """As after a Redis restart: the idle connection is gone (one more try, connected afresh) and
+    the server no longer has the script (EVALSHA answers NOSCRIPT: EVAL it). Counts stay exact."""
+    separator = "&" if "?" in redis_url else "?"
+    limiter = RedisRateLimiter(f"{redis_url}{separator}client_name={namespace}", namespace=namespace)
+    admin = redis.Redis.from_url(redis_url, socket_timeout=10)
+    check = LimitCheck("token_burst", "tok", 3, 60)
+    try:
+        assert limiter.acquire([check], NOW).allowed
+        for client in admin.client_list():
+            if client["name"] == namespace:
+                admin.client_kill_filter(_id=client["id"])
+        assert limiter.acquire([check], NOW + 1).binding.remaining == 1
+        admin.script_flush()
+        assert limiter.acquire([check], NOW + 2).binding.remaining == 0
+        assert not limiter.acquire([check], NOW + 3).allowed
+    finally:
+        limiter.reset()
+        limiter.close()
+        admin.close()
+
+
 @pytest.mark.parametrize(
     ("moment", "start", "end"),
     [
