@@ -43,6 +43,7 @@ IDLE_EXIT_S = 5.0  # the watchdog thread ends after this long with no connection
 
 
 POOLED_SINCE = "relaybox_pooled_since"  # in the pool record's info: when it was last checked in
+CONNECTED = "relaybox_connected"  # in the pool record's info: connected under these deadlines, not used yet
 
 
 SHUT_DOWN = "relaybox_shut_down"  # in the pool record's info: the watchdog shut its socket
@@ -66,6 +67,7 @@ class ConnectionDeadlines:
         self._leases: dict[int, _Lease] = {}  # by id() of the pool's connection record
         self._lock = threading.Lock()
         self._watchdog: threading.Thread | None = None
+        event.listen(engine, "connect", self._connected)
         event.listen(engine, "checkout", self._checked_out)
         event.listen(engine, "checkin", self._checked_in)
 
@@ -74,8 +76,11 @@ class ConnectionDeadlines:
             # Its deadline passed as it was being checked in: never hand out a shut socket.
             raise sa.DisconnectionError("pooled connection was shut past its deadline")
         now = time.monotonic()
-        pooled_since: float | None = record.info.pop(POOLED_SINCE, None)  # None: just connected
-        if pooled_since is None or now - pooled_since <= PING_AFTER_IDLE_S:
+        pooled_since: float | None = record.info.pop(POOLED_SINCE, None)
+        # Neither stamp: pooled before the deadlines were installed (the migrations' connection),
+        # for how long nobody knows, so it is pinged like one that sat idle.
+        just_connected = record.info.pop(CONNECTED, False) and pooled_since is None
+        if just_connected or (pooled_since is not None and now - pooled_since <= PING_AFTER_IDLE_S):
             with self._lock:
                 self._lease(id(record), _Lease(dbapi_connection, now + self.seconds, record.info))
             return
@@ -94,6 +99,10 @@ class ConnectionDeadlines:
         if late:
             self._checked_in(dbapi_connection, record)
             raise sa.DisconnectionError("pooled connection answered its ping too late")
+
+    @staticmethod
+    def _connected(_dbapi_connection: Any, record: Any) -> None:
+        record.info[CONNECTED] = True  # its first check-out needs no ping
 
     def _lease(self, key: int, lease: _Lease) -> None:
         """Under the lock: watch ``lease``, starting the watchdog if it is not running."""

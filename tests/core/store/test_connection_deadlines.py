@@ -108,3 +108,21 @@ def test_a_connection_shut_past_its_deadline_while_idle_in_use_is_replaced_after
             assert connection.execute(text("SELECT pg_backend_pid()")).scalar_one() != first
     finally:
         engine.dispose()
+
+
+def test_a_connection_pooled_before_the_deadlines_were_installed_is_pinged_at_first_use(
+    postgres_database: str, terminate: Any
+) -> None:
+    engine = make_engine(postgres_database)  # as build_core's migrations use it, before the deadlines
+    try:
+        with engine.connect() as connection:
+            first = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        terminate(first)  # it went stale in the pool, however long ago
+        deadline.bound_connections(engine, seconds=4.0)
+        with engine.connect() as connection:  # no error: pinged, found dead, replaced
+            assert connection.execute(text("SELECT pg_backend_pid()")).scalar_one() != first
+            connection.commit()
+        with engine.connect() as connection:  # the replacement, back at once: used as it is
+            connection.execute(text("SELECT 1"))
+    finally:
+        engine.dispose()
