@@ -164,9 +164,11 @@ def _stripped(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
 def _bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header; ``None`` when there is no such
     header, another scheme or an empty token (no authentication information, RFC 6750 §3.1)."""
-    header = next((value for name, value in headers if name == b"authorization"), b"")
-    scheme, _, token = header.decode("latin-1").partition(" ")
-    return token if scheme.lower() == "bearer" and token else None
+    for name, value in headers:  # a plain loop: a generator costs more than this look-up
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token if scheme.lower() == "bearer" and token else None
+    return None
 
 
 def _normalized(url: str) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from core.services.device_list import DeviceList, DeviceSummary
 from core.services.interaction_models import CallbackStatus, InteractionOut
 from core.services.receipts import ReceiptOut
 from core.services.send import DeliveredTo
@@ -55,6 +56,27 @@ class DeviceInfo(BaseModel):
 
 class DeviceListing(BaseModel):
     devices: list[DeviceInfo]
+
+
+MAX_LISTINGS = 1024  # listings made of kept summaries, remembered (the oldest goes first)
+_listings: dict[tuple[int, ...], tuple[tuple[DeviceSummary, ...], DeviceListing]] = {}
+
+
+def device_listing(listing: DeviceList) -> DeviceListing:
+    """The tool's view of the core's listing. A summary is frozen and a kept read answers the very
+    summaries it answered before while nothing changed, so a listing of the same summary objects
+    gets the view made of them then (kept with them: their ids cannot be reused meanwhile).
+    Nothing changes a view once made; the SDK only reads it."""
+    devices = tuple(listing.devices)
+    key = tuple(map(id, devices))
+    kept = _listings.get(key)
+    if kept is not None:
+        return kept[1]
+    made = DeviceListing.model_validate(listing, from_attributes=True)
+    if len(_listings) >= MAX_LISTINGS:
+        del _listings[next(iter(_listings))]
+    _listings[key] = (devices, made)
+    return made
 
 
 class ReminderSet(BaseModel):

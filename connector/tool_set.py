@@ -36,7 +36,7 @@ async def list_devices(call: ToolCall) -> outputs.DeviceListing:
     """List the user's paired devices (phone first), whether each can be reached now, and the
     phone's battery and charging state when it reported them."""
     listing = await call.core.run(device_list.list_devices, call.principal)
-    return outputs.DeviceListing.model_validate(listing, from_attributes=True)
+    return outputs.device_listing(listing)
 
 
 async def remind_me(
