@@ -137,7 +137,7 @@ def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
 def _first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
     """Before this write, the newest of the recipient's unpinned entries that the write pushes over
     the cap (NULL: none is): with a new unpinned entry QUEUE_CAP - 1 older ones are kept, beside a
-    pinned one QUEUE_CAP. Found in ``ix_queued_envelopes_unpinned`` alone."""
+    pinned one QUEUE_CAP. Found in ``ix_queued_envelopes_recipient_seq`` alone."""
     kept = QUEUE_CAP if pinned else QUEUE_CAP - 1
     return (
         select(_OLDER.c.seq)
