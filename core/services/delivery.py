@@ -150,10 +150,9 @@ def send_server_messages(
     its open stream by the queue event. ``awaited``: see ``Delivery``. ``encoded``: the payload
     encoded, when the caller has it already. One ``Delivery`` per addressee, in their order."""
     plaintext = payloads.encode(payload) if encoded is None else encoded
-    blobs = {
-        addressee.device.device_id: tx.keys.seal_to(base64.b64decode(addressee.device.public_key), plaintext)
-        for addressee in addressees
-    }
+    public_keys = [base64.b64decode(addressee.device.public_key) for addressee in addressees]
+    sealed = tx.keys.seal_each(public_keys, plaintext)
+    blobs = dict(zip((addressee.device.device_id for addressee in addressees), sealed, strict=True))
     if len(blobs) != len(addressees):
         raise ValueError("a server message goes to each device once")
     seqs = enqueue_all(
