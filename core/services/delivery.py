@@ -164,24 +164,33 @@ def send_server_messages(
         max_lifetime_s=max_lifetime_s,
         tag=tag,
     )
-    return [
-        _push_queued(
+    can_reach = tx.push.can_reach
+    deliveries: list[Delivery] = []
+    for addressee, seq in zip(addressees, seqs, strict=True):
+        device = addressee.device
+        target = addressee.target if addressee.target is not None else push_target(tx, device)
+        if not can_reach(target):  # most devices: their stream is woken by the queue event
+            deliveries.append(Delivery(device.device_id, seq, False))
+            continue
+        pushed = _push_queued(
             tx,
             addressee,
+            target,
             seq,
-            blobs[addressee.device.device_id],
+            blobs[device.device_id],
             push_type=push_type,
             ttl_s=ttl_s,
             high_priority=high_priority,
             awaited=awaited,
         )
-        for addressee, seq in zip(addressees, seqs, strict=True)
-    ]
+        deliveries.append(pushed)
+    return deliveries
 
 
 def _push_queued(
     tx: Tx,
     addressee: Addressee,
+    target: PushTarget,
     seq: int,
     blob: bytes,
     *,
@@ -190,12 +199,11 @@ def _push_queued(
     high_priority: bool,
     awaited: bool,
 ) -> Delivery:
-    """Push a queued envelope (``send_server_messages``) to its device, if it has a push service."""
+    """Push a queued envelope (``send_server_messages``) to its device, which a push service
+    reaches at ``target``, unless the addressee is to be pushed later."""
     device_id = addressee.device.device_id
-    target = addressee.target if addressee.target is not None else push_target(tx, addressee.device)
-    reachable = tx.push.can_reach(target)
-    if not reachable or not addressee.push_now:
-        return Delivery(device_id, seq, reachable)
+    if not addressee.push_now:
+        return Delivery(device_id, seq, True)
     wake = {"msgId": addressee.msg_id, "seqId": str(seq)}
     message = PushMessage("notify", wake, high_priority, ttl_s)
     if push_type is not None:
