@@ -150,10 +150,9 @@ def send_server_messages(
     its open stream by the queue event. ``awaited``: see ``Delivery``. ``encoded``: the payload
     encoded, when the caller has it already. One ``Delivery`` per addressee, in their order."""
     plaintext = payloads.encode(payload) if encoded is None else encoded
-    blobs = {
-        addressee.device.device_id: tx.keys.seal_to(base64.b64decode(addressee.device.public_key), plaintext)
-        for addressee in addressees
-    }
+    public_keys = [base64.b64decode(addressee.device.public_key) for addressee in addressees]
+    sealed = tx.keys.seal_each(public_keys, plaintext)
+    blobs = dict(zip((addressee.device.device_id for addressee in addressees), sealed, strict=True))
     if len(blobs) != len(addressees):
         raise ValueError("a server message goes to each device once")
     seqs = enqueue_all(
@@ -165,24 +164,33 @@ def send_server_messages(
         max_lifetime_s=max_lifetime_s,
         tag=tag,
     )
-    return [
-        _push_queued(
+    can_reach = tx.push.can_reach
+    deliveries: list[Delivery] = []
+    for addressee, seq in zip(addressees, seqs, strict=True):
+        device = addressee.device
+        target = addressee.target if addressee.target is not None else push_target(tx, device)
+        if not can_reach(target):  # most devices: their stream is woken by the queue event
+            deliveries.append(Delivery(device.device_id, seq, False))
+            continue
+        pushed = _push_queued(
             tx,
             addressee,
+            target,
             seq,
-            blobs[addressee.device.device_id],
+            blobs[device.device_id],
             push_type=push_type,
             ttl_s=ttl_s,
             high_priority=high_priority,
             awaited=awaited,
         )
-        for addressee, seq in zip(addressees, seqs, strict=True)
-    ]
+        deliveries.append(pushed)
+    return deliveries
 
 
 def _push_queued(
     tx: Tx,
     addressee: Addressee,
+    target: PushTarget,
     seq: int,
     blob: bytes,
     *,
@@ -191,12 +199,11 @@ def _push_queued(
     high_priority: bool,
     awaited: bool,
 ) -> Delivery:
-    """Push a queued envelope (``send_server_messages``) to its device, if it has a push service."""
+    """Push a queued envelope (``send_server_messages``) to its device, which a push service
+    reaches at ``target``, unless the addressee is to be pushed later."""
     device_id = addressee.device.device_id
-    target = addressee.target if addressee.target is not None else push_target(tx, addressee.device)
-    reachable = tx.push.can_reach(target)
-    if not reachable or not addressee.push_now:
-        return Delivery(device_id, seq, reachable)
+    if not addressee.push_now:
+        return Delivery(device_id, seq, True)
     wake = {"msgId": addressee.msg_id, "seqId": str(seq)}
     message = PushMessage("notify", wake, high_priority, ttl_s)
     if push_type is not None:

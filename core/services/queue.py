@@ -66,17 +66,19 @@ def enqueue_all(
         entries = list(blobs.items())
         for start in range(0, len(entries), _ROWS_PER_INSERT):
             chunk = entries[start : start + _ROWS_PER_INSERT]
-            rows: dict[str, object] = {f"recipient_{n}": recipient for n, (recipient, _) in enumerate(chunk)}
-            rows.update((f"blob_{n}", blob) for n, (_, blob) in enumerate(chunk))
-            inserted.update(_insert_rows(len(chunk)).rows(connection, **rows, **shared))
+            rows: dict[str, object] = dict(shared)
+            for (recipient_bind, blob_bind), (recipient, blob) in zip(_ROW_BINDS, chunk, strict=False):
+                rows[recipient_bind] = recipient  # chunk is no longer than _ROW_BINDS
+                rows[blob_bind] = blob
+            inserted.update(_insert_rows(len(chunk)).rows(connection, **rows))
         seqs = {recipient: (inserted[recipient], prev or 0) for recipient, prev, _ in before}
         cutoffs = {recipient: dropped for recipient, _, dropped in before if dropped is not None}
         if cutoffs:  # only queues at their cap: below it there is nothing to trim
             _TRIM.rows(connection, cutoffs=json.dumps(cutoffs))
-    wake_ups = WakeUps(sender, type)
+    message, emit = WakeUps(sender, type).message, tx.emit
     for recipient, blob in blobs.items():
         seq, prev = seqs[recipient]
-        tx.emit(EnvelopeQueued(recipient, seq, wake_ups.message(seq=seq, prev=prev, blob=blob)))
+        emit(EnvelopeQueued(recipient, seq, message(seq=seq, prev=prev, blob=blob)))
     return [seqs[recipient][0] for recipient in recipients]
 
 
@@ -137,7 +139,7 @@ def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
 def _first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
     """Before this write, the newest of the recipient's unpinned entries that the write pushes over
     the cap (NULL: none is): with a new unpinned entry QUEUE_CAP - 1 older ones are kept, beside a
-    pinned one QUEUE_CAP. Found in ``ix_queued_envelopes_unpinned`` alone."""
+    pinned one QUEUE_CAP. Found in ``ix_queued_envelopes_recipient_seq`` alone."""
     kept = QUEUE_CAP if pinned else QUEUE_CAP - 1
     return (
         select(_OLDER.c.seq)
@@ -180,6 +182,7 @@ _TRIM = PreparedStatement(
 
 
 _ROWS_PER_INSERT = 100  # 700 parameters: below the 999 an older SQLite allows a statement
+_ROW_BINDS = tuple((f"recipient_{n}", f"blob_{n}") for n in range(_ROWS_PER_INSERT))  # row n's parameters
 
 
 @lru_cache(maxsize=_ROWS_PER_INSERT)
@@ -188,8 +191,8 @@ def _insert_rows(count: int) -> PreparedStatement:
     (entries are inserted in the order of their rows)."""
     shared: dict[str, object] = {name: bindparam(name) for name in _SHARED_COLUMNS}
     rows = [
-        {"recipient_device_id": bindparam(f"recipient_{n}"), "blob": bindparam(f"blob_{n}"), **shared}
-        for n in range(count)
+        {"recipient_device_id": bindparam(recipient), "blob": bindparam(blob), **shared}
+        for recipient, blob in _ROW_BINDS[:count]
     ]
     return PreparedStatement(
         insert(_QUEUE).values(rows).returning(_QUEUE.c.recipient_device_id, _QUEUE.c.seq)

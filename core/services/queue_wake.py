@@ -10,6 +10,7 @@ one recipient are committed in seq order (``queue.enqueue_all``), so ``prev`` is
 from __future__ import annotations
 
 import base64
+from binascii import b2a_base64
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _json_text  # a str as json.dumps writes it
 
@@ -26,17 +27,27 @@ class WakeUps:
     they share is encoded once. ``message`` is ``json.dumps`` of ``{"seq", "prev", "entry"}``
     (compact separators), the entry left out when its blob is too big to carry."""
 
-    __slots__ = ("_entry_head", "_type")
+    __slots__ = ("_blob_json", "_entry_head")
 
     def __init__(self, sender: str, type: str) -> None:
         self._entry_head = f',"entry":{{"from":{_json_text(sender)},"type":{_json_text(type)},"blob":'
-        self._type = type
+        self._blob_json = _push_json if type == "push" else _envelope_json
 
     def message(self, *, seq: int, prev: int, blob: bytes) -> str:
-        head = f'{{"seq":{seq},"prev":{prev}'
         if len(blob) * 4 // 3 + 4 > CARRIED_MAX_CHARS:
-            return head + "}"
-        return f"{head}{self._entry_head}{_json_text(blob_text(self._type, blob))}}}}}"
+            return f'{{"seq":{seq},"prev":{prev}}}'
+        return f'{{"seq":{seq},"prev":{prev}{self._entry_head}{self._blob_json(blob)}}}}}'
+
+
+def _push_json(blob: bytes) -> str:
+    """A push message's blob (JSON text, ``blob_text``) as a JSON string."""
+    return _json_text(blob.decode())
+
+
+def _envelope_json(blob: bytes) -> str:
+    """An envelope's blob as a JSON string: its base64 (``blob_text``), which needs no escaping. A
+    send writes one to each device: ``b2a_base64`` itself, not ``b64encode`` and an escaping pass."""
+    return f'"{b2a_base64(blob, newline=False).decode()}"'
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ codes as an HMAC under the server key (a six-digit code's plain hash would be tr
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint, text
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # What a caller waits on (questions, their callbacks, urgent receipts) has a module of its own;
@@ -140,22 +140,16 @@ class QueuedEnvelope(SQLModel, table=True):
 
     __tablename__ = "queued_envelopes"
     __table_args__ = (
-        # Each enqueue finds the recipient's 200th newest unpinned entry: in this index alone, not
-        # by reading every candidate row for its tag (``core.services.queue``). SQLite reads the
-        # tag (NULL in every entry here) from the index only if the index holds it.
-        Index(
-            "ix_queued_envelopes_unpinned",
-            "recipient_device_id",
-            "seq",
-            "tag",
-            sqlite_where=text("tag IS NULL"),
-            postgresql_where=text("tag IS NULL"),
-        ),
+        # The one index by recipient: a stream's reads (seq order) and each enqueue's newest seq and
+        # 200th newest unpinned entry, found in the index alone (it holds the tag, so SQLite skips
+        # pinned entries without reading their rows). One index, not one by recipient beside one of
+        # unpinned entries: each entry written or trimmed updates one index page less.
+        Index("ix_queued_envelopes_recipient_seq", "recipient_device_id", "seq", "tag"),
         {"sqlite_autoincrement": True},  # a seq is never handed out twice
     )
 
     seq: int | None = Field(default=None, primary_key=True)
-    recipient_device_id: str = Field(index=True, max_length=36)
+    recipient_device_id: str = Field(max_length=36)
     sender: str = Field(max_length=36)  # a device id, or "server"
     type: str = Field(max_length=32)
     blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))

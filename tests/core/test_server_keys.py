@@ -1,4 +1,5 @@
-"""The server key: replicas (a Redis URL) without a configured key are warned that theirs differ."""
+"""The server key: replicas (a Redis URL) without a configured key are warned that theirs differ;
+sealing one plaintext to several devices at once."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from core.domain.envelope import NONCE_LENGTH, open_envelope
 from core.domain.keys import generate_keypair
-from core.server_keys import load_server_keys
+from core.server_keys import ServerKeys, load_server_keys
 from core.settings import explicit_settings
 
 REDIS = "redis://127.0.0.1:6379/15"  # never connected to here
@@ -38,3 +40,16 @@ def test_a_configured_key_or_a_single_process_is_not_warned(
     assert not caplog.records
     if configured:
         assert base64.b64encode(keys.secret_key).decode() == key
+
+
+def test_sealing_to_several_devices_gives_each_its_own_envelope_and_nonce() -> None:
+    keys = ServerKeys.from_secret(generate_keypair()[0])
+    devices = [generate_keypair() for _ in range(3)]
+    public_keys = [public for _, public in devices]
+    sealed = keys.seal_each([*public_keys, public_keys[0]], b"same text")  # a device twice: two nonces
+    secrets = [secret for secret, _ in devices] + [devices[0][0]]
+    server = keys.public_key
+    opened = [open_envelope(blob, secret, server) for blob, secret in zip(sealed, secrets, strict=True)]
+    assert opened == [b"same text"] * 4
+    assert len({blob[1 : 1 + NONCE_LENGTH] for blob in sealed}) == 4
+    assert keys.seal_each([], b"x") == []

@@ -52,8 +52,10 @@ class MemoryFanout:
         self.publish_nowait(topic, message)
 
     async def publish_all(self, messages: Sequence[tuple[str, str]]) -> None:
+        topics = self._topics  # a send's wake-ups, one a device: most topics have no subscriber
         for topic, message in messages:
-            self.publish_nowait(topic, message)
+            if topic in topics:
+                self.publish_nowait(topic, message)
 
     def publish_nowait(self, topic: str, message: str) -> None:
         for subscription in tuple(self._topics.get(topic, ())):
