@@ -48,7 +48,7 @@ from sqlmodel import Session
 from core.principal import Principal
 from core.runtime.events import Event
 from core.runtime.transaction import run_in_transaction
-from core.runtime.tx import MakeTx, Outcome
+from core.runtime.tx import LOCKED_DEVICES, MakeTx, Outcome
 from core.store.database import session_scope
 from core.store.prepared import PreparedStatement
 from core.store.savepoint import in_savepoint, in_transaction
@@ -222,7 +222,10 @@ _LOCK_ACCOUNTS_DEVICES = PreparedStatement(  # PostgreSQL only, as ``lock_recipi
 
 
 def _lock_devices_of(session: Session, account_ids: set[str]) -> None:
-    """PostgreSQL: lock every device of these accounts, before any write of the group locks some."""
+    """PostgreSQL: lock every device of these accounts, before any write of the group locks some.
+    The ids go into the session's ``LOCKED_DEVICES``: before any savepoint, so no rollback to one
+    releases them, and a write's ``lock_recipients`` among them has nothing left to lock."""
     accounts = sorted(account for account in account_ids if account)
     if accounts:
-        _LOCK_ACCOUNTS_DEVICES.rows(session.connection(), accounts=accounts)
+        rows = _LOCK_ACCOUNTS_DEVICES.rows(session.connection(), accounts=accounts)
+        session.info[LOCKED_DEVICES] = frozenset(device_id for (device_id,) in rows)

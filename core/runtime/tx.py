@@ -22,6 +22,11 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+# In a session's ``info``: the device ids whose rows the transaction locked up front (a PostgreSQL
+# group, ``core.runtime.group_commit``); a write among them need not lock them again.
+LOCKED_DEVICES = "relaybox_locked_devices"
+
+
 @dataclass
 class Tx:
     """One operation's view of the Core: one transaction, plus what it may use."""

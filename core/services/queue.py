@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
 from core.runtime.events import EnvelopeQueued
-from core.runtime.tx import Tx
+from core.runtime.tx import LOCKED_DEVICES, Tx
 from core.services.queue_wake import WakeUps
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, QueuedEnvelope
@@ -109,9 +109,13 @@ def enqueue(
 def lock_recipients(tx: Tx, device_ids: list[str]) -> None:
     """Serialise enqueues per recipient (row locks on PostgreSQL) so that, for each device, sequence
     order is commit order and a stream reading "seq > last" can never step over a late commit. One
-    statement for all of a send's devices, in one order (by id) so two sends cannot deadlock."""
+    statement for all of a send's devices, in one order (by id) so two sends cannot deadlock. None
+    in a group that locked them all up front (``LOCKED_DEVICES``: the devices of its accounts)."""
     connection = tx.connection()
     if connection.dialect.name == "sqlite":  # SQLite writers are serial already
+        return
+    held = tx.opened_session.info.get(LOCKED_DEVICES) if tx.opened_session is not None else None
+    if held is not None and held.issuperset(device_ids):
         return
     _LOCK_DEVICES.rows(connection, ids=sorted(device_ids))
 

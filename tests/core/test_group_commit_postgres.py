@@ -6,6 +6,7 @@ further write once it has been open ``GROUP_BUDGET_S``; the rest go in the next 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import anyio
 import pytest
@@ -17,6 +18,7 @@ from core.runtime import group_commit as group_commit_module
 from core.runtime.core import Core
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
+from core.services import queue as queue_module
 from core.services.delivery import enqueue
 from core.services.relay import read_queue
 from tests.core.pairs import paired
@@ -86,3 +88,40 @@ async def test_a_group_that_runs_long_goes_on_in_the_next_transaction(
     assert 3 <= transactions[0] <= 9  # a few writes each (about 4), not all in one
     queued = await running.run(read_queue, pair.computer, after=0)
     assert sorted(item.seq for item in queued.items if item.sender == "test") == sorted(seqs)
+
+
+@group_commit
+def quick_write(tx: Tx, principal: Principal, *, recipient: str, number: int) -> int:
+    return enqueue(tx, recipient, sender="test", type="ping", blob=b"%d" % number, ttl_s=60)
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # SQLite writers are serial
+async def test_a_write_in_a_group_does_not_lock_again_the_devices_its_group_locked(
+    running: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pair = await paired(running)
+    recipient = pair.computer.device_id
+    assert recipient is not None
+    locks: list[list[str]] = []  # each lock_recipients statement that ran: its device ids
+    lock_statement = queue_module._LOCK_DEVICES
+
+    class Counted:
+        def rows(self, connection: Any, **params: Any) -> list[tuple[Any, ...]]:
+            locks.append(params["ids"])
+            return lock_statement.rows(connection, **params)
+
+    monkeypatch.setattr(queue_module, "_LOCK_DEVICES", Counted())
+    transactions = count_write_transactions(running)
+
+    async def one(number: int) -> None:
+        await running.run(quick_write, pair.phone, recipient=recipient, number=number)
+
+    async with anyio.create_task_group() as group:
+        for number in range(12):
+            group.start_soon(one, number)
+
+    assert transactions[0] < 12  # writes shared transactions
+    # Only a write alone in its transaction (no group lock) locks its recipient itself.
+    assert len(locks) <= transactions[0] - 1, (locks, transactions)
+    queued = await running.run(read_queue, pair.computer, after=0)
+    assert len({item.seq for item in queued.items if item.sender == "test"}) == 12  # every write written
