@@ -12,7 +12,6 @@ its ``client_id`` and carry ``client_name`` and ``redirect_uris``; it is cached 
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 import socket
@@ -23,6 +22,7 @@ import anyio
 import httpx
 from authlib.oauth2.rfc6749 import OAuth2Error
 
+from core.domain.webhooks import address_allowed, parse_address
 from core.principal import Principal
 from core.runtime.core import Core
 from core.runtime.tx import Tx
@@ -155,8 +155,10 @@ async def _public_address(host: str, settings: Settings) -> str:
         raise ClientMetadataError(f"the client_id host {host!r} does not resolve") from exc
     addresses = [str(info[4][0]) for info in infos]
     for address in addresses:
-        ip = ipaddress.ip_address(address.split("%")[0])
-        if not (ip.is_global or (settings.cimd_allow_loopback and ip.is_loopback)):
+        ip = parse_address(address)
+        if not (
+            address_allowed(ip, allow_private=False) or (settings.cimd_allow_loopback and ip.is_loopback)
+        ):
             raise ClientMetadataError("the client_id host resolves to a private address")
     if not addresses:
         raise ClientMetadataError(f"the client_id host {host!r} does not resolve")

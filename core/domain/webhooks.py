@@ -62,8 +62,9 @@ def plainly_private(host: str) -> bool:
 
 
 def address_allowed(address: IPAddress, *, allow_private: bool) -> bool:
-    """Whether a callback may connect to ``address``: a global unicast address, or any with
-    ``allow_private`` (the operator's ``RELAYBOX_CALLBACKS_ALLOW_PRIVATE``)."""
+    """Whether a request the server makes for someone else (a callback; an OAuth client's metadata
+    document, ``oauth.client_metadata``) may connect to ``address``: a global unicast address, or
+    any with ``allow_private`` (the operator's ``RELAYBOX_CALLBACKS_ALLOW_PRIVATE``)."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     if allow_private:

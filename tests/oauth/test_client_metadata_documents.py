@@ -158,10 +158,11 @@ def test_an_unusable_document_is_an_error_page_not_a_redirect(
     assert reason in response.text
 
 
-def test_a_redirect_to_a_private_address_is_not_followed(
-    client: TestClient, documents: DocumentServer
+@pytest.mark.parametrize("host", ["10.20.30.40", "[::ffff:10.1.2.3]", "224.0.0.1", "[ff0e::1]"])
+def test_a_redirect_to_a_private_or_multicast_address_is_not_followed(
+    client: TestClient, documents: DocumentServer, host: str
 ) -> None:
-    documents.replies[PATH] = Reply(302, b"", {"Location": "https://10.20.30.40/client.json"})
+    documents.replies[PATH] = Reply(302, b"", {"Location": f"https://{host}/client.json"})
     response = client.get(Authorization(documents.url(PATH)).url())
     assert response.status_code == 400
     assert "private address" in response.text
