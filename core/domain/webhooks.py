@@ -117,7 +117,7 @@ def retry_after_seconds(value: str | None, now: float) -> int | None:
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # not "²" or "١٢": str.isdigit says yes, int() refuses
         return int(text[:12])  # a delay beyond 12 digits is capped by the caller all the same
     try:
         when = email.utils.parsedate_to_datetime(text)

@@ -25,6 +25,6 @@ def test_retry_after_is_read_as_seconds_from_now(value: str, seconds: int) -> No
     assert retry_after_seconds(value, NOW) == seconds
 
 
-@pytest.mark.parametrize("value", [None, "", "-5", "1.5", "soon", "Tue, 99 Foo 2026"])
+@pytest.mark.parametrize("value", [None, "", "-5", "1.5", "soon", "Tue, 99 Foo 2026", "²", "١٢"])
 def test_a_missing_or_malformed_retry_after_is_none(value: str | None) -> None:
     assert retry_after_seconds(value, NOW) is None
