@@ -70,7 +70,6 @@ class NotificationButtons:
         self._transport = transport
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, list[Button]] = OrderedDict()  # by sequence_id, else id
-        self.taps: list[threading.Thread] = []  # the requests made, for a caller that waits for them
 
     def on_notification(self, item: Received) -> None:
         key = str(item.payload.get("sequence_id") or item.payload.get("id") or "")
@@ -113,9 +112,7 @@ class NotificationButtons:
             line = f"OPEN [{button.number}] {one_line(button.label)}: {one_line(button.url)}"
             self.output.show(line, {"type": "open"} | button.record(key))
             return
-        tapping = threading.Thread(target=self._request, args=(key, button), name="tap", daemon=True)
-        self.taps.append(tapping)
-        tapping.start()
+        threading.Thread(target=self._request, args=(key, button), name="tap", daemon=True).start()
 
     def _request(self, key: str, button: Button) -> None:
         headers = {"User-Agent": USER_AGENT}
@@ -132,7 +129,7 @@ class NotificationButtons:
         except httpx.HTTPError as failure:
             status, error = (
                 None,
-                "no answer in 10 s"
+                f"no answer in {TAP_TIMEOUT_S:g} s"
                 if isinstance(failure, httpx.TimeoutException)
                 else type(failure).__name__,
             )
