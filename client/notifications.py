@@ -11,6 +11,7 @@ from typing import Any
 
 from client.emoji_tags import split_tags
 from client.opener import Received
+from client.taps import action_kind
 from client.text import one_line
 
 MAX_REMEMBERED = 1000  # sequences remembered in one run, the oldest forgotten first
@@ -77,9 +78,8 @@ def details(note: dict[str, Any]) -> list[str]:
 
 
 def _kind(action: dict[str, Any]) -> str:
-    if action.get("action") == "http":
-        return one_line(f"http {action.get('method', 'POST')}")
-    return "view"
+    kind, method = action_kind(action)
+    return f"http {method}" if kind == "http" else kind
 
 
 def _payload(item: Received) -> dict[str, Any]:

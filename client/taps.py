@@ -54,11 +54,19 @@ def buttons_of(payload: dict[str, Any]) -> list[Button]:
             or not url.lower().startswith(("https://", "http://"))
         ):
             continue
-        kind = "http" if action.get("action") == "http" else "view"
-        method = action.get("method") if action.get("method") in ("POST", "PUT", "GET") else "POST"
+        kind, method = action_kind(action)
         body = action.get("body") if isinstance(action.get("body"), str) and method != "GET" else None
-        found.append(Button(number, label, url, kind, str(method), body))
+        found.append(Button(number, label, url, kind, method, body))
     return found
+
+
+def action_kind(action: dict[str, Any]) -> tuple[str, str]:
+    """A button's kind ("http" or "view") and, for an http button, its method (POST unless it
+    names PUT or GET)."""
+    if action.get("action") != "http":
+        return "view", "POST"
+    method = action.get("method")
+    return "http", method if method in ("POST", "PUT", "GET") else "POST"
 
 
 class NotificationButtons:

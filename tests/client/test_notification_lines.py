@@ -114,4 +114,4 @@ def test_what_a_sender_wrote_cannot_break_the_lines() -> None:
     }
     shown = default_dispatcher().describe(received(note))
     assert "\x1b" not in shown and len(shown.splitlines()) == 3
-    assert shown.splitlines()[2] == "  [1] l\\nm → https://x.example (http P\\nOST)"
+    assert shown.splitlines()[2] == "  [1] l\\nm → https://x.example (http POST)"
