@@ -2,6 +2,7 @@
 serve`` serves relaybox, so that the ratio compares the application and nothing else:
 
     .venv/bin/python bench/baselines.py starlette   # POST /bare: read the JSON body, answer JSON
+    .venv/bin/python bench/baselines.py durable     # POST /bare, and a send's two queue rows committed
     .venv/bin/python bench/baselines.py mcp         # /mcp: an MCPServer with one list_devices tool
 
 Served the same way means: one process, relaybox's own server class (``app.serve.AnnouncingServer``:
@@ -17,8 +18,11 @@ Run by ``send.py`` and ``mcp_calls.py`` as subprocesses; not a benchmark itself.
 
 from __future__ import annotations
 
+import os
 import socket
+import sqlite3
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -35,6 +39,7 @@ from core.settings import Settings
 
 PHONE_NAME = "bench phone"  # the one device the bare tool lists, named as the bench's phone is
 MAX_BODY = 4 * 1024 * 1024  # relaybox's /mcp transport cap
+ENVELOPE_BYTES = 400  # about the sealed envelope of the bench's notification
 
 
 def serve_like_relaybox(app: Any, sock: socket.socket) -> None:
@@ -61,6 +66,34 @@ async def bare(request: Request) -> JSONResponse:
 
 def starlette_app() -> Starlette:
     return Starlette(routes=[Route("/bare", bare, methods=["POST"])])
+
+
+def durable_app() -> Starlette:
+    """The bare route that also does the least a send must make durable before it answers: two queue
+    rows (one per device, the size of a notification's envelope) inserted and committed, in a SQLite
+    file in the working directory set up as relaybox's (WAL, ``synchronous=NORMAL``). Written on the
+    event loop itself, in one statement, no hand-off to a thread: a floor, not a design."""
+    database = sqlite3.connect(f"durable-{os.getpid()}.db", isolation_level=None, check_same_thread=False)
+    database.execute("PRAGMA journal_mode=WAL")
+    database.execute("PRAGMA synchronous=NORMAL")
+    database.execute(
+        "CREATE TABLE queue (seq INTEGER PRIMARY KEY AUTOINCREMENT, recipient TEXT NOT NULL,"
+        " blob BLOB NOT NULL, created_at INTEGER NOT NULL)"
+    )
+    database.execute("CREATE INDEX queue_recipient_seq ON queue (recipient, seq)")
+
+    async def durable(request: Request) -> JSONResponse:
+        body = await request.json()
+        now = int(time.time())
+        database.execute("BEGIN IMMEDIATE")
+        database.execute(
+            "INSERT INTO queue (recipient, blob, created_at) VALUES ('phone', ?, ?), ('computer', ?, ?)",
+            (os.urandom(ENVELOPE_BYTES), now, os.urandom(ENVELOPE_BYTES), now),
+        )
+        database.execute("COMMIT")
+        return JSONResponse({"id": f"msg_{uuid.uuid4().hex}", "fields": len(body)})
+
+    return Starlette(routes=[Route("/bare", durable, methods=["POST"])])
 
 
 def mcp_app(url: str) -> Any:
@@ -93,12 +126,13 @@ def mcp_app(url: str) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    if argv not in (["starlette"], ["mcp"]):
-        print("usage: baselines.py starlette|mcp", file=sys.stderr)
+    apps = {"starlette": starlette_app, "durable": durable_app}
+    if len(argv) != 1 or argv[0] not in (*apps, "mcp"):
+        print("usage: baselines.py starlette|durable|mcp", file=sys.stderr)
         return 2
     sock = listen("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    serve_like_relaybox(starlette_app() if argv == ["starlette"] else mcp_app(url), sock)
+    serve_like_relaybox(apps[argv[0]]() if argv[0] in apps else mcp_app(url), sock)
     return 0
 
 
