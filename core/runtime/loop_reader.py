@@ -77,12 +77,18 @@ class LoopReader:
             self._kept.clear()
             self._kept_version = version
             return NOT_KEPT
-        return self._kept.get(key, NOT_KEPT)
+        try:
+            return self._kept.get(key, NOT_KEPT)
+        except TypeError:  # an argument that does not hash: nothing is kept for the call
+            return NOT_KEPT
 
     def keep(self, key: Hashable, result: Any) -> None:
         """Keep what a read found after ``kept`` was asked: it is at least as new as that version."""
         if self._kept_version is not None and len(self._kept) < MAX_KEPT:
-            self._kept[key] = result
+            try:
+                self._kept[key] = result
+            except TypeError:  # an argument that does not hash: nothing is kept
+                return
 
     def _data_version(self, connection: Connection) -> int | None:
         """The connection's ``data_version``; ``None`` when the database is busy."""
