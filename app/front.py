@@ -65,12 +65,14 @@ class RelayboxApp(Starlette):
         root = scope.get("root_path", "")
         echoed = start_request_id(scope)
         status: int | None = None
+        route = ""  # the route's template, once the response starts: routing is over by then
 
         async def send_served(message: Message) -> None:
-            nonlocal status
+            nonlocal status, route
             if message["type"] == "http.response.start":
                 status = message["status"]
-                route_template.set(template(scope, root))
+                route = template(scope, root)
+                route_template.set(route)
                 add_header(message, echoed)
             await send(message)
 
@@ -84,7 +86,7 @@ class RelayboxApp(Starlette):
         finally:
             if status is not None:  # else the caller left before any response: nothing was served
                 elapsed = time.perf_counter() - started
-                self.metrics.observe(template(scope, root), scope["method"], status, elapsed)
+                self.metrics.observe(route, scope["method"], status, elapsed)
 
 
 async def _error_response(error: Exception, scope: Scope) -> Response:

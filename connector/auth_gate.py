@@ -83,12 +83,12 @@ class McpAuthGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = _stripped(scope["headers"])
+        headers, authorization = _stripped(scope["headers"])
         scope = {**scope, "headers": headers}
         if b"access_token=" in scope.get("query_string", b""):
             await self._challenge(send, 400, 'error="invalid_request", error_description="no tokens in URLs"')
             return
-        token = _bearer_token(headers)
+        token = _bearer_token(authorization)
         if token is None:  # no authentication information: a challenge without an error code
             await self._challenge(send, 401, f'scope="{self.base_scopes}"', _MISSING_TOKEN)
             return
@@ -152,23 +152,31 @@ class McpAuthGate:
         await send({"type": "http.response.body", "body": body})
 
 
-def _stripped(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """``headers`` with every value stripped of surrounding spaces and tabs: a new list when some
-    value has them, else the same list (the usual case: nothing to copy)."""
-    for _name, value in headers:
+def _stripped(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
+    """``headers`` with every value stripped of surrounding spaces and tabs (a new list when some
+    value has them, else the same list: the usual case, nothing to copy), and the first
+    ``Authorization`` value among them, found in the same pass (a plain loop: a generator, or a
+    second pass, costs more on every call)."""
+    authorization = None
+    clean = True
+    for name, value in headers:
         if value.strip(b" \t") != value:
-            return [(name, value.strip(b" \t")) for name, value in headers]
-    return headers
+            clean = False
+        if name == b"authorization" and authorization is None:
+            authorization = value
+    if clean:
+        return headers, authorization
+    stripped = [(name, value.strip(b" \t")) for name, value in headers]
+    return stripped, None if authorization is None else authorization.strip(b" \t")
 
 
-def _bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header; ``None`` when there is no such
+def _bearer_token(authorization: bytes | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` value; ``None`` when there is no such
     header, another scheme or an empty token (no authentication information, RFC 6750 §3.1)."""
-    for name, value in headers:  # a plain loop: a generator costs more than this look-up
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token if scheme.lower() == "bearer" and token else None
-    return None
+    if authorization is None:
+        return None
+    scheme, _, token = authorization.decode("latin-1").partition(" ")
+    return token if scheme.lower() == "bearer" and token else None
 
 
 def _normalized(url: str) -> str | None:

@@ -8,6 +8,8 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from inspect import CO_COROUTINE
+from types import FunctionType
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 import anyio
@@ -148,7 +150,7 @@ class Core:
         """Run ``op`` in its mode; a dependency that does not answer becomes 503 ``unavailable``
         for every door."""
         with DOWN_AS_UNAVAILABLE:
-            if inspect.iscoroutinefunction(op):
+            if _is_async(op):
                 return await op(self, principal, *args, **kw)
             read = None
             if self.loop_reader is not None and is_quick_read(op) and self.waits.in_loop():
@@ -163,7 +165,8 @@ class Core:
                 result, events = await anyio.to_thread.run_sync(
                     run_in_transaction, self.engine, self._sqlite_writer, self._tx, op, principal, args, kw
                 )
-        await self.after_commit(events)
+        if events:  # most reads have none: no coroutine to make and await for nothing
+            await self.after_commit(events)
         return result
 
     def run_sync(self, op: SyncOp[P, T], principal: Principal, /, *args: P.args, **kw: P.kwargs) -> T:
@@ -199,3 +202,12 @@ class Core:
             log.warning("core not started; background work dropped")
             return
         self._tasks.start_soon(fn, *args)
+
+
+def _is_async(op: Callable[..., Any]) -> bool:
+    """``inspect.iscoroutinefunction(op)``, with a plain function (every operation but a few)
+    answered from its code flags directly: the same test, without unwrapping methods and partials
+    first, on the path of every call."""
+    if type(op) is FunctionType:
+        return bool(op.__code__.co_flags & CO_COROUTINE)
+    return inspect.iscoroutinefunction(op)

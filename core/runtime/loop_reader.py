@@ -30,11 +30,12 @@ from core.principal import Principal
 from core.runtime.marks import reuse_key
 from core.runtime.tx import MakeTx, Outcome
 from core.store.database import READ_ONLY
-from core.store.prepared import run_on_driver
+from core.store.prepared import driver_error, run_on_driver
 
 SQLITE_BUSY = 5
 MAX_KEPT = 1024  # results kept at once (a key per operation, principal and arguments)
 NOT_KEPT = object()
+DATA_VERSION = "PRAGMA data_version"
 T = TypeVar("T")
 
 
@@ -42,6 +43,9 @@ class LoopReader:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._connection: Connection | None = None
+        # Its sqlite3 connection, for the data_version check every kept answer costs: reached
+        # through SQLAlchemy's connection and pool proxies, it costs more than the PRAGMA itself.
+        self._driver: sqlite3.Connection | None = None
         self._kept: dict[Hashable, Any] = {}
         self._kept_version: int | None = None  # the data_version the kept results were read at
 
@@ -50,7 +54,7 @@ class LoopReader:
         if self._connection is None:
             opened = await anyio.to_thread.run_sync(self._open)
             if self._connection is None:
-                self._connection = opened
+                self._connection, self._driver = opened, sqlite_driver(opened)
             else:  # another read opened one meanwhile
                 opened.invalidate()
                 opened.close()
@@ -77,28 +81,37 @@ class LoopReader:
             self._kept.clear()
             self._kept_version = version
             return NOT_KEPT
-        return self._kept.get(key, NOT_KEPT)
+        try:
+            return self._kept.get(key, NOT_KEPT)
+        except TypeError:  # an argument that does not hash: nothing is kept for the call
+            return NOT_KEPT
 
     def keep(self, key: Hashable, result: Any) -> None:
         """Keep what a read found after ``kept`` was asked: it is at least as new as that version."""
         if self._kept_version is not None and len(self._kept) < MAX_KEPT:
-            self._kept[key] = result
+            try:
+                self._kept[key] = result
+            except TypeError:  # an argument that does not hash: nothing is kept
+                return
 
     def _data_version(self, connection: Connection) -> int | None:
-        """The connection's ``data_version``; ``None`` when the database is busy."""
+        """The connection's ``data_version``; ``None`` when the database is busy. Any other error
+        closes the connection (it is opened afresh next time) and is raised as SQLAlchemy's."""
+        driver = self._driver if connection is self._connection else None
         try:
-            row = run_on_driver(connection, "PRAGMA data_version").fetchone()
-        except OperationalError as error:
-            if getattr(error.orig, "sqlite_errorcode", None) == SQLITE_BUSY:
+            row = (driver or sqlite_driver(connection)).execute(DATA_VERSION).fetchone()
+        except sqlite3.Error as error:
+            if getattr(error, "sqlite_errorcode", None) == SQLITE_BUSY:
                 return None
+            raised = driver_error(connection, DATA_VERSION, (), error)
             self.close()
-            raise
+            raise raised from error
         return int(row[0])
 
     def close(self) -> None:
         self._kept.clear()
         self._kept_version = None
-        connection, self._connection = self._connection, None
+        connection, self._connection, self._driver = self._connection, None, None
         if connection is not None:
             connection.invalidate()  # not back to the pool: it does not wait when busy
             connection.close()

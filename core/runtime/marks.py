@@ -62,12 +62,9 @@ def is_group_commit(op: Callable[..., Any]) -> bool:
 def reuse_key(
     op: Callable[..., Any], principal: Principal, args: tuple[Any, ...], kw: dict[str, Any]
 ) -> Hashable | None:
-    """What a ``@reusable`` call's kept result is filed under; ``None`` when it is not kept."""
+    """What a ``@reusable`` call's kept result is filed under; ``None`` when it is not kept. The key
+    is not hashed here (its principal's hash is not cheap, and the reader's look-up hashes it): one
+    whose arguments do not hash finds nothing kept and keeps nothing (``LoopReader``)."""
     if not getattr(op, REUSABLE_MARK, False):
         return None
-    key = (op, principal, args, tuple(sorted(kw.items())) if kw else ())
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return (op, principal, args, tuple(sorted(kw.items())) if kw else ())

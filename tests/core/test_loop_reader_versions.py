@@ -1,0 +1,90 @@
+"""What the loop's reader keeps (``@reusable``) is dropped when SQLite's ``data_version`` moves: a
+commit by another process on the same file included; a busy check answers nothing from memory and
+keeps the reader open; any other error closes it (it is opened afresh next time)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from typing import Any
+
+import anyio
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.loop_reader import NOT_KEPT, SQLITE_BUSY
+from tests.core.test_quick_reads import count_devices_reading, phone
+
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+
+# Another process deletes every device on the same file: no connection of this process sees it.
+DELETE_DEVICES = """
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], timeout=10, isolation_level=None)
+connection.execute("PRAGMA foreign_keys=OFF")
+connection.execute("DELETE FROM devices")
+connection.close()
+"""
+
+
+async def test_a_kept_read_is_dropped_when_another_process_commits(running: Core) -> None:
+    ran: list[int] = []
+    count = count_devices_reading(ran)
+    await phone(running, "10.9.1.1")
+    assert await running.run(count, Principal.system()) == 1
+    assert await running.run(count, Principal.system()) == 1
+    assert len(ran) == 1  # the second answered from memory
+
+    database = running.engine.url.database
+    assert database is not None
+    with anyio.fail_after(60):
+        await anyio.run_process([sys.executable, "-c", DELETE_DEVICES, database], check=True)
+    assert await running.run(count, Principal.system()) == 0
+    assert len(ran) == 2
+
+
+class FailingDriver:
+    """A sqlite3 connection whose every statement fails with ``error``."""
+
+    def __init__(self, error: sqlite3.Error) -> None:
+        self.error = error
+
+    def execute(self, *_: Any) -> Any:
+        raise self.error
+
+
+def sqlite_error(code: int) -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError("database is locked" if code == SQLITE_BUSY else "disk I/O error")
+    error.sqlite_errorcode = code
+    return error
+
+
+async def test_a_busy_version_check_answers_nothing_kept_and_keeps_the_reader(running: Core) -> None:
+    reader = running.loop_reader
+    assert reader is not None
+    ran: list[int] = []
+    count = count_devices_reading(ran)
+    await running.run(count, Principal.system())
+    connection = reader.opened
+    assert connection is not None
+    reader._driver = FailingDriver(sqlite_error(SQLITE_BUSY))  # type: ignore[assignment]
+    assert reader.kept(connection, ("any key",)) is NOT_KEPT
+    assert reader.opened is connection
+
+
+async def test_a_failing_version_check_closes_the_reader_and_the_next_read_opens_it(running: Core) -> None:
+    reader = running.loop_reader
+    assert reader is not None
+    ran: list[int] = []
+    count = count_devices_reading(ran)
+    await running.run(count, Principal.system())
+    connection = reader.opened
+    assert connection is not None
+    reader._driver = FailingDriver(sqlite_error(10))  # type: ignore[assignment]  # SQLITE_IOERR
+    with pytest.raises(OperationalError):
+        reader.kept(connection, ("any key",))
+    assert not reader.is_open
+    assert await running.run(count, Principal.system()) == 0
+    assert reader.is_open
