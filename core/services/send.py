@@ -1,7 +1,8 @@
 """Sending a notification: the server composes it, encrypts it once per target device, pushes it to
 the phone and queues it for the other devices. The plaintext lives only in memory for the call.
 
-Order (so a 4xx never burns quota): per-IP peek (at authentication) → body validation → priority
+Order (so a 4xx never burns quota): per-IP peek (at authentication; for a cached credential
+settled instead by a request that fails, ``core.services.limits``) → body validation → priority
 cap → envelope size → all counters at once → dispatch.
 """
 
