@@ -157,17 +157,20 @@ SETTLE_IP_PEEK: set[Callable[..., Any]] = set()  # the handlers that settle (eac
 
 
 def settling_ip_peek(handler: Callable[[Call], Awaitable[R]]) -> Callable[[Call], Awaitable[R]]:
-    """The handler of an ``ip_limited`` endpoint: a request that fails settles the IP peek it owes
-    (``core.services.limits.settle_ip_peek``), so that an IP over its budget gets 429 rather than
-    the request's own error. Every error these handlers' operations raise comes before their
-    send-class charge (which covers the IP layers), or is the charge's own 429."""
+    """The handler of an ``ip_limited`` endpoint: a request refused with a 4xx settles the IP peek
+    it owes (``core.services.limits.settle_ip_peek``), so that an IP over its budget gets 429
+    rather than the request's own error. Every 4xx these handlers' operations raise comes before
+    their send-class charge (which covers the IP layers), or is the charge's own 429; a 5xx may
+    come after it (a failed commit), when the request counts in its IP's layers already, so it
+    stands as it is."""
 
     @functools.wraps(handler)
     async def settled(call: Call) -> R:
         try:
             return await handler(call)
-        except RelayError:
-            await settle_ip_peek(call.core)
+        except RelayError as error:
+            if error.status < 500:
+                await settle_ip_peek(call.core)
             raise
 
     SETTLE_IP_PEEK.add(settled)
