@@ -35,7 +35,6 @@ write with prepared statements.
 from __future__ import annotations
 
 import functools
-import operator
 import threading
 import time
 from collections.abc import Callable
@@ -259,10 +258,13 @@ def _lock_devices_of(session: Session, account_ids: set[str]) -> None:
     if accounts:
         rows = _LOCK_ACCOUNTS_DEVICES.rows(session.connection(), accounts=accounts)
         by_account: dict[str, list[tuple[Any, ...]]] = {account: [] for account in accounts}
-        for row in sorted(rows, key=_CREATED):  # as a send's own read orders them
+        for row in sorted(rows, key=_created):
             by_account[row[0]].append(row[2:])
         session.info[LOCKED_DEVICES] = frozenset(row[2] for row in rows)
         session.info[ACCOUNT_DEVICE_ROWS] = by_account
 
 
-_CREATED = operator.itemgetter(1, 2)  # created_at, then the device id
+def _created(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """As a send's own read orders devices: by creation, then (paired within the same second as the
+    phone) the phone first, then by id."""
+    return row[1], row[3] != "phone", row[2]  # created_at, surface_kind, device_id

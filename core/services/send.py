@@ -168,7 +168,8 @@ class AccountDevice:
 
 
 # Built once and run on the driver's cursor: every send reads the account's devices (unless its
-# group read them already, ``ACCOUNT_DEVICE_ROWS``), in the order they were created.
+# group read them already, ``ACCOUNT_DEVICE_ROWS``), in the order they were created (within one
+# second, the phone first: it was paired before its computers), then by id.
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
 _REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
 _DEVICE_COLUMNS = ACCOUNT_DEVICE_COLUMNS
@@ -180,7 +181,7 @@ _ACCOUNT_DEVICES = PreparedStatement(
     )
     .select_from(_DEVICES.outerjoin(_REGISTRATIONS, _REGISTRATIONS.c.device_id == _DEVICES.c.device_id))
     .where(_DEVICES.c.account_id == bindparam("account"))
-    .order_by(_DEVICES.c.created_at, _DEVICES.c.device_id)
+    .order_by(_DEVICES.c.created_at, _DEVICES.c.surface_kind != "phone", _DEVICES.c.device_id)
 )
 
 
