@@ -23,7 +23,9 @@ wait for the commit (push, fan-out) are events, acted on after it.
 On PostgreSQL a group of several first locks every device of the accounts its writes act for, in
 one statement, in the order ``lock_recipients`` uses: a group then takes its row locks as one send
 does, all at once and in order, so two groups (two replicas) or a group and a lone send cannot
-deadlock, which locking send after send in one transaction could.
+deadlock, which locking send after send in one transaction could. The same statement reads what a
+send reads of those devices and their push registrations, for every send of the group: so no write
+of a group may change a device or a push registration (none does: sends, relays, clears).
 
 An operation whose ORM flush may fail (a unique constraint used as a check) must not be marked:
 the ORM rolls back the whole transaction on a failed flush, failing the group. The marked ones
@@ -52,7 +54,7 @@ from core.runtime.tx import LOCKED_DEVICES, MakeTx, Outcome
 from core.store.database import session_scope
 from core.store.prepared import PreparedStatement
 from core.store.savepoint import in_savepoint, in_transaction
-from core.store.tables import Device
+from core.store.tables import Device, PushRegistration
 
 MAX_GROUP = 64  # operations in one transaction: bounds the time the others in it wait
 # PostgreSQL gives each savepoint that writes a subtransaction; past 64 in one transaction, every
@@ -213,19 +215,56 @@ def _write_in_savepoint(session: Session, make_tx: MakeTx, write: Write) -> Outc
 
 
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
+_REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
+# What a send reads of each device of its account (``core.services.send``), in this order, then
+# one of the device's push registrations (service, registration) or two NULLs.
+ACCOUNT_DEVICE_COLUMNS = (
+    "device_id",
+    "surface_kind",
+    "device_type",
+    "name",
+    "public_key",
+    "fcm_token",
+    "fcm_token_kind",
+)
+# In a group's session ``info``: by account id, the rows of ``ACCOUNT_DEVICE_COLUMNS`` (and a
+# registration) of every device the group locked, in the order the devices were created.
+ACCOUNT_DEVICE_ROWS = "relaybox_account_device_rows"
 _LOCK_ACCOUNTS_DEVICES = PreparedStatement(  # PostgreSQL only, as ``lock_recipients``: by id
-    select(_DEVICES.c.device_id)
+    select(
+        _DEVICES.c.account_id,
+        _DEVICES.c.created_at,
+        *(_DEVICES.c[name] for name in ACCOUNT_DEVICE_COLUMNS),
+        _REGISTRATIONS.c.service,
+        _REGISTRATIONS.c.registration,
+    )
+    .select_from(_DEVICES.outerjoin(_REGISTRATIONS, _REGISTRATIONS.c.device_id == _DEVICES.c.device_id))
     .where(_DEVICES.c.account_id == func.any(bindparam("accounts", type_=postgresql.ARRAY(String))))
     .order_by(_DEVICES.c.device_id)
-    .with_for_update()
+    .with_for_update(of=_DEVICES)
 )
 
 
 def _lock_devices_of(session: Session, account_ids: set[str]) -> None:
     """PostgreSQL: lock every device of these accounts, before any write of the group locks some.
     The ids go into the session's ``LOCKED_DEVICES``: before any savepoint, so no rollback to one
-    releases them, and a write's ``lock_recipients`` among them has nothing left to lock."""
+    releases them, and a write's ``lock_recipients`` among them has nothing left to lock.
+
+    The same statement reads what a send reads of them (``ACCOUNT_DEVICE_ROWS``), so that the sends
+    of the group need not each read their account's devices again: locked, the devices cannot change
+    until the group commits, and every write of the group was submitted before this read (what it
+    sees of the account is the account during each of those requests)."""
     accounts = sorted(account for account in account_ids if account)
     if accounts:
         rows = _LOCK_ACCOUNTS_DEVICES.rows(session.connection(), accounts=accounts)
-        session.info[LOCKED_DEVICES] = frozenset(device_id for (device_id,) in rows)
+        by_account: dict[str, list[tuple[Any, ...]]] = {account: [] for account in accounts}
+        for row in sorted(rows, key=_created):
+            by_account[row[0]].append(row[2:])
+        session.info[LOCKED_DEVICES] = frozenset(row[2] for row in rows)
+        session.info[ACCOUNT_DEVICE_ROWS] = by_account
+
+
+def _created(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """As a send's own read orders devices: by creation, then (paired within the same second as the
+    phone) the phone first, then by id."""
+    return row[1], row[3] != "phone", row[2]  # created_at, surface_kind, device_id

@@ -22,7 +22,7 @@ from core.runtime.core import Core
 from core.runtime.events import Deferred
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
-from core.services.limits import peek_ip, peek_ip_outside_transaction
+from core.services.limits import owe_ip_peek, peek_ip, peek_ip_outside_transaction
 from core.store.tables import Device, PairingCode, SenderToken
 
 
@@ -47,13 +47,18 @@ async def authenticated(
 ) -> Principal:
     """``authenticate`` through the verified-credential cache (``CredentialCache.cached``): a
     device credential or sender token verified a moment ago is not read again (revoking or
-    unpairing drops it at once, on every replica). ``limit_ip``: the IP's budget is checked first,
-    before the token is looked up in the cache or the store."""
-    if limit_ip:
-        await peek_ip_outside_transaction(core, principal.label or "unknown")
+    unpairing drops it at once, on every replica). ``limit_ip``: the IP's budget is checked before
+    the token is looked up in the store; a credential the cache holds is not looked up, and its
+    request owes the peek instead (``core.services.limits.settle_ip_peek``): the route's handler
+    settles it should the request fail before its send-class charge, which covers the IP layers."""
+    ip = principal.label or "unknown"
+    owe_ip_peek(ip if limit_ip else None)
     kinds = _kinds(accept)
 
     async def verify() -> Verification[Principal]:
+        if limit_ip:
+            owe_ip_peek(None)
+            await peek_ip_outside_transaction(core, ip)
         found, used_at = await core.run(_resolve, principal, token=token, accept=accept)  # IP peeked above
         if found.pending:  # a computer still pairing: answered, never kept
             return Verification(found)

@@ -1,7 +1,8 @@
 """Sending a notification: the server composes it, encrypts it once per target device, pushes it to
 the phone and queues it for the other devices. The plaintext lives only in memory for the call.
 
-Order (so a 4xx never burns quota): per-IP peek (at authentication) → body validation → priority
+Order (so a 4xx never burns quota): per-IP peek (at authentication; for a cached credential
+settled instead by a request that fails, ``core.services.limits``) → body validation → priority
 cap → envelope size → all counters at once → dispatch.
 """
 
@@ -22,6 +23,7 @@ from core.domain.notification import PRIORITIES, InvalidFieldError, Notification
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
+from core.runtime.group_commit import ACCOUNT_DEVICE_COLUMNS, ACCOUNT_DEVICE_ROWS
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services import attachments, receipts
@@ -165,18 +167,12 @@ class AccountDevice:
         return PushTarget(self.device_id, self.fcm_token, self.fcm_token_kind or "token", self.registrations)
 
 
-# Built once and run on the driver's cursor: every send reads the account's devices.
+# Built once and run on the driver's cursor: every send reads the account's devices (unless its
+# group read them already, ``ACCOUNT_DEVICE_ROWS``), in the order they were created (within one
+# second, the phone first: it was paired before its computers), then by id.
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
 _REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
-_DEVICE_COLUMNS = (
-    "device_id",
-    "surface_kind",
-    "device_type",
-    "name",
-    "public_key",
-    "fcm_token",
-    "fcm_token_kind",
-)
+_DEVICE_COLUMNS = ACCOUNT_DEVICE_COLUMNS
 _ACCOUNT_DEVICES = PreparedStatement(
     sql.select(
         *(_DEVICES.c[name] for name in _DEVICE_COLUMNS),
@@ -185,7 +181,7 @@ _ACCOUNT_DEVICES = PreparedStatement(
     )
     .select_from(_DEVICES.outerjoin(_REGISTRATIONS, _REGISTRATIONS.c.device_id == _DEVICES.c.device_id))
     .where(_DEVICES.c.account_id == bindparam("account"))
-    .order_by(_DEVICES.c.created_at)
+    .order_by(_DEVICES.c.created_at, _DEVICES.c.surface_kind != "phone", _DEVICES.c.device_id)
 )
 
 
@@ -202,11 +198,21 @@ def _account_devices(rows: Iterable[tuple[Any, ...]]) -> list[AccountDevice]:
     return list(devices.values())
 
 
+def _device_rows(tx: Tx, account_id: str) -> list[tuple[Any, ...]]:
+    """The account's device rows: as its group read them while locking them, else read now."""
+    session = tx.opened_session
+    group_read = session.info.get(ACCOUNT_DEVICE_ROWS) if session is not None else None
+    if group_read is not None and account_id in group_read:
+        rows: list[tuple[Any, ...]] = group_read[account_id]
+        return rows
+    return _ACCOUNT_DEVICES.rows(tx.connection(), account=account_id)
+
+
 def resolve_targets(
     tx: Tx, account_id: str, selectors: tuple[str, ...]
 ) -> tuple[list[AccountDevice], list[str]]:
     """Resolve ``all``, ``phone``/``mobile``, ``desktop``, names and ids to the account's devices."""
-    devices = _account_devices(_ACCOUNT_DEVICES.rows(tx.connection(), account=account_id))
+    devices = _account_devices(_device_rows(tx, account_id))
     if not any(d.surface_kind == "phone" for d in devices):
         raise RelayError("no_phone_device")
     chosen: dict[str, AccountDevice] = {}

@@ -19,10 +19,12 @@ from core.runtime.core import Core
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services import queue as queue_module
+from core.services import send as send_module
 from core.services.delivery import enqueue
 from core.services.relay import read_queue
+from core.services.send import SendOut, send_notification
 from tests.core.pairs import paired
-from tests.core.test_group_commit import count_write_transactions
+from tests.core.test_group_commit import count_write_transactions, run_all, sender
 
 pytestmark = pytest.mark.anyio
 
@@ -125,3 +127,35 @@ async def test_a_write_in_a_group_does_not_lock_again_the_devices_its_group_lock
     assert len(locks) <= transactions[0] - 1, (locks, transactions)
     queued = await running.run(read_queue, pair.computer, after=0)
     assert len({item.seq for item in queued.items if item.sender == "test"}) == 12  # every write written
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # SQLite groups lock nothing
+async def test_sends_in_a_group_use_the_devices_their_group_read_while_locking_them(
+    running: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pair = await paired(running)
+    token = await sender(running, pair)
+    reads: list[str] = []  # each send's own read of its account's devices: the account
+    devices_statement = send_module._ACCOUNT_DEVICES
+
+    class Counted:
+        def rows(self, connection: Any, **params: Any) -> list[tuple[Any, ...]]:
+            reads.append(params["account"])
+            return devices_statement.rows(connection, **params)
+
+    monkeypatch.setattr(send_module, "_ACCOUNT_DEVICES", Counted())
+    transactions = count_write_transactions(running)
+    sends = [(send_notification, {"fields": {"message": f"job {n}"}, "ip": "10.9.9.9"}) for n in range(12)]
+
+    outcomes = await run_all(running, token, sends)
+
+    assert all(isinstance(outcome, SendOut) for outcome in outcomes), outcomes
+    # Every send, read by its group or (alone) by itself, lists the devices in the order they were
+    # paired (the phone first, also within one second).
+    expected = [pair.phone.device_id, pair.computer.device_id]
+    assert all([d.device_id for d in outcome.delivered_to] == expected for outcome in outcomes)
+    assert transactions[0] < 12  # sends shared transactions
+    # Only a send alone in its transaction (no group read) reads its account's devices itself.
+    assert len(reads) <= transactions[0] - 1, (reads, transactions)
+    queued = await running.run(read_queue, pair.computer, after=0)
+    assert len([item for item in queued.items if item.type == "notification"]) == 12

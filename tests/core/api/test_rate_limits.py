@@ -10,6 +10,8 @@ from starlette.testclient import TestClient
 
 from app.assembly import create_app
 from core.adapters.limits.base import LimitCheck, WindowKind
+from core.api import BASE_ENDPOINTS
+from core.api.send import SETTLE_IP_PEEK
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.domain.secrets import digest
@@ -114,6 +116,54 @@ def test_the_ip_limit_refuses_before_the_token_is_even_looked_up(
             assert core.credentials.get(digest(headers["Authorization"].removeprefix("Bearer "))) is not None
             refused = send_hi(client, headers)
         assert refused.status_code == 429 and refused.headers["x-ratelimit-resource"] == "ip_minute"
+
+
+@pytest.mark.parametrize(
+    "request_kwargs",
+    [
+        {"json": {"message": ""}},  # 400 invalid_message
+        {"json": {"message": "m", "priority": "urgent"}},  # 403 priority_capped
+        {"content": b"{bad", "headers": {"content-type": "application/json"}},  # 400 invalid_json
+    ],
+    ids=["bad field", "over the priority cap", "bad JSON"],
+)
+def test_an_ip_over_its_budget_gets_429_for_a_bad_request_with_a_cached_token(
+    settings: Settings, clock: ManualClock, request_kwargs: dict[str, Any]
+) -> None:
+    """A cached credential is not looked up, so its IP is peeked only when the request fails: the
+    answer is still the IP's 429, not the request's own error (decisions.md: per-IP first)."""
+    for client, core in make_client(settings, clock, limit_ip_minute=2):
+        phone = register_phone(client)
+        token = str(create_token(client, phone, priority_cap="default")["token"])
+        headers = {"Authorization": f"Bearer {token}"}
+        bad = dict(request_kwargs)
+        bad_headers = {**headers, **bad.pop("headers", {})}
+        assert client.post("/v1/send", headers=bad_headers, **bad).status_code in (400, 403)  # within budget
+        for _ in range(2):
+            assert send_hi(client, headers).status_code == 200
+        assert core.credentials.get(digest(token)) is not None
+        refused = client.post("/v1/send", headers=bad_headers, **bad)
+        assert refused.status_code == 429 and refused.headers["x-ratelimit-resource"] == "ip_minute"
+        cleared = client.delete("/v1/notifications/nope!", headers=headers)  # 400 invalid_sequence_id
+        assert cleared.status_code == 429 and cleared.headers["x-ratelimit-resource"] == "ip_minute"
+
+
+def test_an_ip_over_its_budget_is_the_layer_named_when_the_token_is_over_too(
+    settings: Settings, clock: ManualClock
+) -> None:
+    """Both refuse; the token's layer frees a slot first (a minute against the IP's hour), yet the
+    IP's is named, as when the IP was peeked before anything else."""
+    for client, _ in make_client(settings, clock, limit_ip_hour=3):
+        headers = token_for(client)  # token_burst 3: both layers are used up by the same sends
+        for _ in range(3):
+            assert send_hi(client, headers).status_code == 200
+        refused = send_hi(client, headers)
+        assert refused.status_code == 429 and refused.headers["x-ratelimit-resource"] == "ip_hour"
+
+
+def test_every_ip_limited_endpoint_settles_the_peek_it_owes() -> None:
+    limited = [endpoint for endpoint in BASE_ENDPOINTS if endpoint.ip_limited]
+    assert limited and all(endpoint.handler in SETTLE_IP_PEEK for endpoint in limited)
 
 
 def test_a_thousand_invalid_requests_leave_the_monthly_counter_untouched(
