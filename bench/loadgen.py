@@ -91,10 +91,18 @@ async def run_round(load: Load, seconds: float) -> Round:
     return result
 
 
-async def measure_rounds(loads: Sequence[Load], rounds: int, duration: float, warmup: float) -> list[Round]:
-    """A warm-up of each load, then ``rounds`` x every load, one after the other."""
+async def measure_rounds(
+    loads: Sequence[Load],
+    rounds: int,
+    duration: float,
+    warmup: float,
+    after_warmup: Callable[[], None] | None = None,
+) -> list[Round]:
+    """A warm-up of each load, ``after_warmup()``, then ``rounds`` x every load, one after the other."""
     for load in loads:
         await run_round(load, warmup)
+    if after_warmup is not None:
+        after_warmup()
     done: list[Round] = []
     for number in range(1, rounds + 1):
         for load in loads:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 from typing import Any
 
@@ -56,7 +57,7 @@ from lifecycle import Run, add_common_arguments, goal, run_bench
 from loadgen import Load, Summary, measure_rounds, print_table, run_loop, summarize
 from meter import total
 from send_scale_out import add_scale_out_arguments, run_scale_out
-from stores import add_store_arguments, shared_store
+from stores import add_store_arguments, analyze, shared_store
 
 GOAL_CPU_RATIO = 0.5  # bare CPU/request ÷ relaybox's
 GOAL_POSTGRES = 2.0  # PostgreSQL + Redis CPU/send ÷ SQLite's
@@ -94,6 +95,7 @@ def benchmark(run: Run) -> bool:
     durable = run.start("durable", baseline_command("durable"), logs)
     relay = run.start("relaybox", relaybox_command("data"), logs | limits)
     many = MANY.format(n=args.extra_devices)
+    after_warmup = None
     run.progress.start("setting up the accounts")
     small, large = run_loop(sender_accounts(relay, [1, 1 + args.extra_devices]))
     loads = [
@@ -106,9 +108,10 @@ def benchmark(run: Run) -> bool:
         store = run.cleanup.enter_context(shared_store(args.postgres, args.redis))
         pg = run.start("relaybox-pg", relaybox_command("data-pg"), logs | limits | store)
         loads.append(send_load(POSTGRES, (pg,), run_loop(sender_accounts(pg, [1])), args.concurrency))
+        after_warmup = functools.partial(analyze, store["RELAYBOX_DATABASE_URL"])
     run.machine_note()
     run.progress.start("measuring")
-    measuring = measure_rounds(loads, args.rounds, args.duration, args.warmup)
+    measuring = measure_rounds(loads, args.rounds, args.duration, args.warmup, after_warmup)
     rounds = run_loop(asyncio.wait_for(measuring, run.remaining()))
     summaries = [summarize(load.label, rounds) for load in loads]
     return report(summaries, args)

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 
 from devices import send_load, sender_accounts
 from harness import SEND_CLASS_LIMITS, SETUP_LIMITS, logging_settings, raised_limits, relaybox_command
 from lifecycle import Run
 from loadgen import measure_rounds, print_table, run_loop, summarize
-from stores import shared_store
+from stores import analyze, shared_store
 
 
 def add_scale_out_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +47,8 @@ def add_scale_out_arguments(parser: argparse.ArgumentParser) -> None:
 def run_scale_out(run: Run) -> bool:
     args = run.args
     settings = logging_settings(args.access_log == "on") | raised_limits(*SEND_CLASS_LIMITS, *SETUP_LIMITS)
-    settings |= run.cleanup.enter_context(shared_store(args.postgres, args.redis))
+    store = run.cleanup.enter_context(shared_store(args.postgres, args.redis))
+    settings |= store
     first = run.start("replica-1", relaybox_command("data-1"), settings)
     second = run.start("replica-2", relaybox_command("data-2"), settings)
     run.progress.start(f"setting up {args.accounts} accounts")
@@ -57,7 +59,8 @@ def run_scale_out(run: Run) -> bool:
     ]
     run.machine_note()
     run.progress.start("measuring")
-    measuring = measure_rounds(loads, args.rounds, args.duration, args.warmup)
+    after_warmup = functools.partial(analyze, store["RELAYBOX_DATABASE_URL"])
+    measuring = measure_rounds(loads, args.rounds, args.duration, args.warmup, after_warmup)
     rounds = run_loop(asyncio.wait_for(measuring, run.remaining()))
     one, two = (summarize(load.label, rounds) for load in loads)
     print(

@@ -33,6 +33,22 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def analyze(database_url: str) -> None:
+    """``ANALYZE`` the run's database, as autovacuum does on a default PostgreSQL once a table has
+    grown. Run after the warm-up: the statistics (and so the plans relaybox's prepared statements
+    are made with afresh, as ANALYZE invalidates them) are those of queues at their cap, not of the
+    empty tables the warm-up began with. Without it, on a server with autovacuum off (this machine's
+    CI configuration), the queue statement kept a plan made for an empty table all run long."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("ANALYZE"))
+    finally:
+        engine.dispose()
+
+
 @contextmanager
 def shared_store(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
     """A fresh PostgreSQL database, a Redis key namespace and a server key, as the ``RELAYBOX_*``
