@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from functools import lru_cache
 
-from sqlalchemy import Integer, LargeBinary, Select, String, bindparam, delete, func, insert, select
+from sqlalchemy import Integer, LargeBinary, Select, String, bindparam, case, delete, func, insert, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -19,7 +19,7 @@ from core.runtime.events import EnvelopeQueued
 from core.runtime.tx import LOCKED_DEVICES, Tx
 from core.services.queue_wake import WakeUps
 from core.store.prepared import PreparedStatement
-from core.store.tables import Device, QueuedEnvelope
+from core.store.tables import Device, QueueCount, QueuedEnvelope
 
 QUEUE_CAP = 200
 QUEUE_LIFETIME_S = 86_400  # device-to-device envelopes
@@ -132,6 +132,7 @@ _LOCK_DEVICES = PreparedStatement(  # PostgreSQL only: one array parameter for a
 # and SQLAlchemy's per-execution work cost more than running them.
 _QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
 _OLDER = _QUEUE.alias("older")
+_COUNTS = QueueCount.__table__  # type: ignore[attr-defined]
 _SHARED_COLUMNS = ("sender", "type", "created_at", "expires_at", "tag")
 
 
@@ -140,34 +141,60 @@ def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
     return select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == recipient).scalar_subquery()
 
 
+def _kept(*, pinned: bool) -> int:
+    """How many of a recipient's unpinned entries a write keeps beside its own: with a new unpinned
+    entry QUEUE_CAP - 1 older ones, beside a pinned one QUEUE_CAP."""
+    return QUEUE_CAP if pinned else QUEUE_CAP - 1
+
+
 def _first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
     """Before this write, the newest of the recipient's unpinned entries that the write pushes over
-    the cap (NULL: none is): with a new unpinned entry QUEUE_CAP - 1 older ones are kept, beside a
-    pinned one QUEUE_CAP. Found in ``ix_queued_envelopes_recipient_seq`` alone."""
-    kept = QUEUE_CAP if pinned else QUEUE_CAP - 1
+    the cap (NULL: none is), walked to in ``ix_queued_envelopes_recipient_seq`` alone."""
     return (
         select(_OLDER.c.seq)
         .where(_OLDER.c.recipient_device_id == recipient, _OLDER.c.tag.is_(None))
         .order_by(_OLDER.c.seq.desc())
-        .offset(kept)
+        .offset(_kept(pinned=pinned))
         .limit(1)
         .scalar_subquery()
     )
 
 
-def _before(recipients: ColumnElement[str], *, pinned: bool) -> Select[str, int, int]:
+def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
+    """SQLite: ``_first_dropped`` told by the recipient's count (``QueueCount``) when to look. A
+    queue one over what the write keeps (every write to a full queue) drops its oldest unpinned
+    entry, the first one at the start of the recipient's index; only a queue further over (a cap
+    lowered) walks; one below drops none."""
+    count, kept = _COUNTS.c.unpinned, _kept(pinned=pinned)
+    oldest = (
+        select(_OLDER.c.seq)
+        .where(_OLDER.c.recipient_device_id == recipient, _OLDER.c.tag.is_(None))
+        .order_by(_OLDER.c.seq)
+        .limit(1)
+        .scalar_subquery()
+    )
+    return case((count == kept + 1, oldest), (count > kept + 1, _first_dropped(recipient, pinned=pinned)))
+
+
+def _before(recipients: ColumnElement[str], first_dropped: ColumnElement[int]) -> Select[str, int, int]:
     """Per recipient: its newest seq and its first dropped one, before this write."""
     return select(
         recipients.label("recipient"),
         _latest_seq(recipients).label("prev"),
-        _first_dropped(recipients, pinned=pinned).label("first_dropped"),
+        first_dropped.label("first_dropped"),
     )
 
 
 # SQLite: the recipients as a JSON array, one read of what each queue holds before the write.
 _JSON_RECIPIENTS = func.json_each(bindparam("recipients", type_=String)).table_valued("value")
+_COUNTED = _JSON_RECIPIENTS.outerjoin(_COUNTS, _COUNTS.c.device_id == _JSON_RECIPIENTS.c.value)
 _BEFORE = {
-    pinned: PreparedStatement(_before(_JSON_RECIPIENTS.c.value, pinned=pinned)) for pinned in (False, True)
+    pinned: PreparedStatement(
+        _before(
+            _JSON_RECIPIENTS.c.value, _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned)
+        ).select_from(_COUNTED)
+    )
+    for pinned in (False, True)
 }
 # Then every queue at its cap trimmed by one DELETE: the JSON object maps each recipient to its
 # first dropped seq; it and its recipient's older unpinned entries go.
@@ -221,7 +248,8 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
         .table_valued("recipient", "blob")
         .render_derived()
     )
-    before = _before(entries.c.recipient, pinned=pinned).cte("before")
+    recipient = entries.c.recipient
+    before = _before(recipient, _first_dropped(recipient, pinned=pinned)).cte("before")
     inserted = (
         insert(_QUEUE)
         .from_select(
