@@ -15,7 +15,7 @@ from sqlalchemy import Integer, LargeBinary, Select, String, bindparam, case, de
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
-from core.runtime.events import EnvelopeQueued
+from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import LOCKED_DEVICES, Tx
 from core.services.queue_wake import WakeUps
 from core.store.prepared import PreparedStatement
@@ -75,10 +75,11 @@ def enqueue_all(
         cutoffs = {recipient: dropped for recipient, _, dropped in before if dropped is not None}
         if cutoffs:  # only queues at their cap: below it there is nothing to trim
             _TRIM.rows(connection, cutoffs=json.dumps(cutoffs))
-    message, emit = WakeUps(sender, type).message, tx.emit
-    for recipient, blob in blobs.items():
-        seq, prev = seqs[recipient]
-        emit(EnvelopeQueued(recipient, seq, message(seq=seq, prev=prev, blob=blob)))
+    message = WakeUps(sender, type).message
+    wake_ups = [
+        (device_topic(recipient), message(*seqs[recipient], blob)) for recipient, blob in blobs.items()
+    ]
+    tx.emit(EnvelopesQueued(tuple(wake_ups)))  # one event for every device: one handler after commit
     return [seqs[recipient][0] for recipient in recipients]
 
 
