@@ -21,7 +21,7 @@ from core.runtime.events import (
     CredentialsRevoked,
     Deferred,
     DeviceRevoked,
-    EnvelopeQueued,
+    EnvelopesQueued,
     Event,
     Published,
     PushRequested,
@@ -42,7 +42,7 @@ class AfterCommit:
     def __init__(self, core: Core) -> None:
         self.core = core
         self.handlers: dict[type[Event], Handler] = {
-            EnvelopeQueued: self._wake_recipient,
+            EnvelopesQueued: self._wake_recipients,
             DeviceRevoked: self._close_device,
             CredentialsRevoked: self._forget_credentials,
             Published: self._publish,
@@ -59,8 +59,8 @@ class AfterCommit:
         if messages:
             await self.core.fanout.publish_all(messages)
 
-    async def _wake_recipient(self, event: EnvelopeQueued) -> FanoutMessages:
-        return ((device_topic(event.recipient_device_id), event.message),)
+    async def _wake_recipients(self, event: EnvelopesQueued) -> FanoutMessages:
+        return event.wake_ups
 
     async def _close_device(self, event: DeviceRevoked) -> FanoutMessages:
         forget = await self._forget_credentials(CredentialsRevoked((device_tag(event.device_id),)))

@@ -10,13 +10,12 @@ from core.adapters.push.base import PushMessage, PushTarget
 
 
 @dataclass(frozen=True, slots=True)
-class EnvelopeQueued:
-    """A blob was appended to a device's queue: wake its open streams with ``message``
-    (``core.services.queue_wake``)."""
+class EnvelopesQueued:
+    """Blobs were appended to devices' queues (one write's, a blob to each device): wake each
+    device's open streams with its message (``core.services.queue_wake``). ``wake_ups``: (the
+    device's topic, the message) of each, ready to publish; one event for all of a send's devices."""
 
-    recipient_device_id: str
-    seq: int
-    message: str
+    wake_ups: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +66,7 @@ class TransfersEnded:
 
 
 Event = (
-    EnvelopeQueued
+    EnvelopesQueued
     | PushRequested
     | DeviceRevoked
     | CredentialsRevoked

@@ -11,15 +11,31 @@ import json
 from collections.abc import Mapping
 from functools import lru_cache
 
-from sqlalchemy import Integer, LargeBinary, Select, String, bindparam, delete, func, insert, select
+from sqlalchemy import (
+    FromClause,
+    Integer,
+    LargeBinary,
+    Select,
+    String,
+    bindparam,
+    case,
+    column,
+    delete,
+    func,
+    insert,
+    select,
+    values,
+)
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import NullType
 
-from core.runtime.events import EnvelopeQueued
+from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import LOCKED_DEVICES, Tx
 from core.services.queue_wake import WakeUps
 from core.store.prepared import PreparedStatement
-from core.store.tables import Device, QueuedEnvelope
+from core.store.tables import Device, QueueCount, QueuedEnvelope
 
 QUEUE_CAP = 200
 QUEUE_LIFETIME_S = 86_400  # device-to-device envelopes
@@ -69,16 +85,17 @@ def enqueue_all(
             rows: dict[str, object] = dict(shared)
             for (recipient_bind, blob_bind), (recipient, blob) in zip(_ROW_BINDS, chunk, strict=False):
                 rows[recipient_bind] = recipient  # chunk is no longer than _ROW_BINDS
-                rows[blob_bind] = blob
+                rows[blob_bind] = bytearray(blob)  # see _insert_rows
             inserted.update(_insert_rows(len(chunk)).rows(connection, **rows))
         seqs = {recipient: (inserted[recipient], prev or 0) for recipient, prev, _ in before}
         cutoffs = {recipient: dropped for recipient, _, dropped in before if dropped is not None}
         if cutoffs:  # only queues at their cap: below it there is nothing to trim
             _TRIM.rows(connection, cutoffs=json.dumps(cutoffs))
-    message, emit = WakeUps(sender, type).message, tx.emit
-    for recipient, blob in blobs.items():
-        seq, prev = seqs[recipient]
-        emit(EnvelopeQueued(recipient, seq, message(seq=seq, prev=prev, blob=blob)))
+    message = WakeUps(sender, type).message
+    wake_ups = [
+        (device_topic(recipient), message(*seqs[recipient], blob)) for recipient, blob in blobs.items()
+    ]
+    tx.emit(EnvelopesQueued(tuple(wake_ups)))  # one event for every device: one handler after commit
     return [seqs[recipient][0] for recipient in recipients]
 
 
@@ -132,7 +149,10 @@ _LOCK_DEVICES = PreparedStatement(  # PostgreSQL only: one array parameter for a
 # and SQLAlchemy's per-execution work cost more than running them.
 _QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
 _OLDER = _QUEUE.alias("older")
+_COUNTS = QueueCount.__table__  # type: ignore[attr-defined]
 _SHARED_COLUMNS = ("sender", "type", "created_at", "expires_at", "tag")
+# By whether the write pins: how many older unpinned entries a queue keeps beside the new one.
+_KEPT = {False: QUEUE_CAP - 1, True: QUEUE_CAP}
 
 
 def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
@@ -140,67 +160,95 @@ def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
     return select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == recipient).scalar_subquery()
 
 
+def _unpinned(recipient: ColumnElement[str]) -> Select[int]:
+    """The seqs of the recipient's unpinned entries, read in ``ix_queued_envelopes_recipient_seq``
+    alone (it holds the tag)."""
+    return select(_OLDER.c.seq).where(_OLDER.c.recipient_device_id == recipient, _OLDER.c.tag.is_(None))
+
+
 def _first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
     """Before this write, the newest of the recipient's unpinned entries that the write pushes over
-    the cap (NULL: none is): with a new unpinned entry QUEUE_CAP - 1 older ones are kept, beside a
-    pinned one QUEUE_CAP. Found in ``ix_queued_envelopes_recipient_seq`` alone."""
-    kept = QUEUE_CAP if pinned else QUEUE_CAP - 1
-    return (
-        select(_OLDER.c.seq)
-        .where(_OLDER.c.recipient_device_id == recipient, _OLDER.c.tag.is_(None))
-        .order_by(_OLDER.c.seq.desc())
-        .offset(kept)
-        .limit(1)
-        .scalar_subquery()
-    )
+    the cap (NULL: none is), walked to from the newest."""
+    return _unpinned(recipient).order_by(_OLDER.c.seq.desc()).offset(_KEPT[pinned]).limit(1).scalar_subquery()
 
 
-def _before(recipients: ColumnElement[str], *, pinned: bool) -> Select[str, int, int]:
+def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
+    """SQLite: ``_first_dropped`` told by the recipient's count (``QueueCount``) when to look. A
+    queue one over what the write keeps (every write to a full queue) drops its oldest unpinned
+    entry, the first one at the start of the recipient's index; only a queue further over (a cap
+    lowered) walks; one below drops none."""
+    count, kept = _COUNTS.c.unpinned, _KEPT[pinned]
+    oldest = _unpinned(recipient).order_by(_OLDER.c.seq).limit(1).scalar_subquery()
+    return case((count == kept + 1, oldest), (count > kept + 1, _first_dropped(recipient, pinned=pinned)))
+
+
+def _before(recipients: ColumnElement[str], first_dropped: ColumnElement[int]) -> Select[str, int, int]:
     """Per recipient: its newest seq and its first dropped one, before this write."""
     return select(
         recipients.label("recipient"),
         _latest_seq(recipients).label("prev"),
-        _first_dropped(recipients, pinned=pinned).label("first_dropped"),
+        first_dropped.label("first_dropped"),
     )
 
 
 # SQLite: the recipients as a JSON array, one read of what each queue holds before the write.
 _JSON_RECIPIENTS = func.json_each(bindparam("recipients", type_=String)).table_valued("value")
+_COUNTED = _JSON_RECIPIENTS.outerjoin(_COUNTS, _COUNTS.c.device_id == _JSON_RECIPIENTS.c.value)
 _BEFORE = {
-    pinned: PreparedStatement(_before(_JSON_RECIPIENTS.c.value, pinned=pinned)) for pinned in (False, True)
+    pinned: PreparedStatement(
+        _before(
+            _JSON_RECIPIENTS.c.value, _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned)
+        ).select_from(_COUNTED)
+    )
+    for pinned in (False, True)
 }
 # Then every queue at its cap trimmed by one DELETE: the JSON object maps each recipient to its
 # first dropped seq; it and its recipient's older unpinned entries go.
 _JSON_CUTOFFS = func.json_each(bindparam("cutoffs", type_=String)).table_valued("key", "value")
 _TRIM = PreparedStatement(
     delete(_QUEUE).where(
-        _QUEUE.c.seq.in_(
-            select(_OLDER.c.seq).where(
-                _OLDER.c.recipient_device_id == _JSON_CUTOFFS.c.key,
-                _OLDER.c.tag.is_(None),
-                _OLDER.c.seq <= _JSON_CUTOFFS.c.value,
-            )
-        )
+        _QUEUE.c.seq.in_(_unpinned(_JSON_CUTOFFS.c.key).where(_OLDER.c.seq <= _JSON_CUTOFFS.c.value))
     )
 )
 
 
-_ROWS_PER_INSERT = 100  # 700 parameters: below the 999 an older SQLite allows a statement
+_ROWS_PER_INSERT = 100  # 205 parameters: below the 999 an older SQLite allows a statement
 _ROW_BINDS = tuple((f"recipient_{n}", f"blob_{n}") for n in range(_ROWS_PER_INSERT))  # row n's parameters
+
+
+def _insert_entries(entries: FromClause) -> ReturningInsert[str, int]:
+    """Insert one entry a row of ``entries`` (its recipient and blob), with what they share bound
+    once; returning (recipient, seq) of each."""
+    return (
+        insert(_QUEUE)
+        .from_select(
+            ["recipient_device_id", "blob", *_SHARED_COLUMNS],
+            select(
+                entries.c.recipient,
+                entries.c.blob,
+                bindparam("sender", type_=String),
+                bindparam("type", type_=String),
+                bindparam("created_at", type_=Integer),
+                bindparam("expires_at", type_=Integer),
+                bindparam("tag", type_=String),
+            ),
+        )
+        .returning(_QUEUE.c.recipient_device_id, _QUEUE.c.seq)
+    )
 
 
 @lru_cache(maxsize=_ROWS_PER_INSERT)
 def _insert_rows(count: int) -> PreparedStatement:
-    """SQLite: one INSERT of ``count`` entries, returning (recipient, seq) in no promised order
-    (entries are inserted in the order of their rows)."""
-    shared: dict[str, object] = {name: bindparam(name) for name in _SHARED_COLUMNS}
-    rows = [
-        {"recipient_device_id": bindparam(recipient), "blob": bindparam(blob), **shared}
-        for recipient, blob in _ROW_BINDS[:count]
+    """SQLite: one INSERT of ``count`` entries from a list of (recipient, blob) rows, returning
+    (recipient, seq) in no promised order (entries are inserted in the order of their rows). A
+    blob is bound as it is given, with no type's processing: a ``bytearray``, which the driver
+    binds without the adapter lookup it makes for ``bytes`` (and ``memoryview``, what
+    ``LargeBinary`` would pass), a third of the cost of binding a blob."""
+    binds: list[tuple[object, object]] = [
+        (bindparam(name), bindparam(blob, type_=NullType())) for name, blob in _ROW_BINDS[:count]
     ]
-    return PreparedStatement(
-        insert(_QUEUE).values(rows).returning(_QUEUE.c.recipient_device_id, _QUEUE.c.seq)
-    )
+    entries = values(column("recipient", String), column("blob", NullType()), name="entries").data(binds)
+    return PreparedStatement(_insert_entries(entries.cte("entries")))
 
 
 def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
@@ -221,24 +269,9 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
         .table_valued("recipient", "blob")
         .render_derived()
     )
-    before = _before(entries.c.recipient, pinned=pinned).cte("before")
-    inserted = (
-        insert(_QUEUE)
-        .from_select(
-            ["recipient_device_id", "blob", *_SHARED_COLUMNS],
-            select(
-                entries.c.recipient,
-                entries.c.blob,
-                bindparam("sender", type_=String),
-                bindparam("type", type_=String),
-                bindparam("created_at", type_=Integer),
-                bindparam("expires_at", type_=Integer),
-                bindparam("tag", type_=String),
-            ),
-        )
-        .returning(_QUEUE.c.recipient_device_id, _QUEUE.c.seq)
-        .cte("inserted")
-    )
+    recipient = entries.c.recipient
+    before = _before(recipient, _first_dropped(recipient, pinned=pinned)).cte("before")
+    inserted = _insert_entries(entries).cte("inserted")
     trimmed = (
         delete(_QUEUE)
         .where(

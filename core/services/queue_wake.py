@@ -33,7 +33,7 @@ class WakeUps:
         self._entry_head = f',"entry":{{"from":{_json_text(sender)},"type":{_json_text(type)},"blob":'
         self._blob_json = _push_json if type == "push" else _envelope_json
 
-    def message(self, *, seq: int, prev: int, blob: bytes) -> str:
+    def message(self, seq: int, prev: int, blob: bytes) -> str:
         if len(blob) * 4 // 3 + 4 > CARRIED_MAX_CHARS:
             return f'{{"seq":{seq},"prev":{prev}}}'
         return f'{{"seq":{seq},"prev":{prev}{self._entry_head}{self._blob_json(blob)}}}}}'

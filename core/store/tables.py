@@ -160,6 +160,22 @@ class QueuedEnvelope(SQLModel, table=True):
     tag: str | None = Field(default=None, max_length=64)
 
 
+class QueueCount(SQLModel, table=True):
+    """SQLite only: how many unpinned entries a device's queue holds, so that a write knows without
+    counting whether it takes the queue over its cap. Kept exact by triggers on ``queued_envelopes``
+    (migration 0016: every insert, delete and update of an entry, whoever makes it: trims, the
+    expiry sweep, a device's removal), the row dropped with its device. PostgreSQL finds the cap's
+    boundary inside its one queue statement and leaves this table empty. A migration that rebuilds
+    ``queued_envelopes`` on SQLite (``batch_alter_table``) drops the triggers: it must create them
+    again (``tests/core/store/test_queue_counts.py`` checks they are there)."""
+
+    __tablename__ = "queue_counts"
+    __table_args__ = {"sqlite_with_rowid": False}  # the count beside its key: one b-tree, one seek
+
+    device_id: str = Field(primary_key=True, max_length=36)
+    unpinned: int
+
+
 class ParkedDocument(SQLModel, table=True):
     """A document for the phone, as ciphertext only (filename and content are inside), until pulled."""
 

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from core.principal import Principal
 from core.runtime.core import Core
-from core.runtime.events import EnvelopeQueued
+from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import Tx
 from core.services.delivery import Addressee, send_server_messages
 from core.services.queue import _ROWS_PER_INSERT, QUEUE_CAP, enqueue_all
@@ -24,9 +24,12 @@ from tests.helpers import queue_entries, register_phone
 
 def put_all(
     tx: Tx, _principal: Principal, *, blobs: dict[str, bytes], tag: str | None = None
-) -> tuple[list[int], list[EnvelopeQueued]]:
+) -> tuple[list[int], list[tuple[str, str]]]:
+    """The seqs, and the wake-ups of the write's one event: (topic, message) a device."""
     seqs = enqueue_all(tx, blobs, sender="server", type="push", ttl_s=3600, tag=tag)
-    return seqs, [event for event in tx.events if isinstance(event, EnvelopeQueued)]
+    events = [event for event in tx.events if isinstance(event, EnvelopesQueued)]
+    assert len(events) == (1 if blobs else 0)
+    return seqs, [wake_up for event in events for wake_up in event.wake_ups]
 
 
 def stored(core: Core, device_id: str) -> list[tuple[int, bytes, str | None]]:
@@ -45,11 +48,10 @@ def test_each_device_gets_its_blob_and_a_wake_up_naming_its_previous_entry(
     for device_id, seq in zip(blobs, seqs, strict=True):
         assert stored(core, device_id)[-1] == (seq, blobs[device_id], None)
     previous = {a: 0, b: first, c: 0}
-    assert [(event.recipient_device_id, event.seq) for event in events] == list(zip(blobs, seqs, strict=True))
-    for event in events:
-        device_id = event.recipient_device_id
+    assert [topic for topic, _ in events] == [device_topic(device_id) for device_id in blobs]
+    for (_, message), device_id, seq in zip(events, blobs, seqs, strict=True):
         entry = {"from": "server", "type": "push", "blob": blobs[device_id].decode()}
-        assert json.loads(event.message) == {"seq": event.seq, "prev": previous[device_id], "entry": entry}
+        assert json.loads(message) == {"seq": seq, "prev": previous[device_id], "entry": entry}
 
 
 def test_every_queue_keeps_its_newest_200_unpinned_entries_and_its_pinned_ones(
@@ -80,7 +82,7 @@ def test_a_write_to_more_devices_than_one_insert_takes_and_to_none(core: Core) -
     assert len(set(seqs)) == len(blobs)
     for device_id, seq in zip(blobs, seqs, strict=True):
         assert stored(core, device_id)[-1] == (seq, blobs[device_id], None)
-    assert [json.loads(event.message)["prev"] > 0 for event in events] == [n == 1 for n in range(len(blobs))]
+    assert [json.loads(message)["prev"] > 0 for _, message in events] == [n == 1 for n in range(len(blobs))]
     assert core.run_sync(put_all, system, blobs={}) == ([], [])
 
 

@@ -8,7 +8,7 @@ from starlette.testclient import TestClient
 
 from core.principal import Principal
 from core.runtime.core import Core
-from core.runtime.events import EnvelopeQueued
+from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import Tx
 from core.services.queue import QUEUE_CAP, enqueue
 from tests.helpers import queue_entries, register_phone
@@ -17,8 +17,10 @@ from tests.helpers import queue_entries, register_phone
 def put(tx: Tx, _principal: Principal, *, device_id: str, tag: str | None) -> tuple[int, str]:
     seq = enqueue(tx, device_id, sender="server", type="push", blob=b"{}", ttl_s=3600, tag=tag)
     event = tx.events[-1]
-    assert isinstance(event, EnvelopeQueued)
-    return seq, event.message
+    assert isinstance(event, EnvelopesQueued)
+    [(topic, message)] = event.wake_ups
+    assert topic == device_topic(device_id)
+    return seq, message
 
 
 def stored(core: Core, device_id: str) -> list[tuple[int, str | None]]:

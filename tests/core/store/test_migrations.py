@@ -39,23 +39,30 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
 
 
 def test_trimming_a_queue_reads_the_recipient_index_alone(tmp_path: Path) -> None:
-    """Each queue write finds each recipient's 200th newest unpinned entry, and trims below it;
-    SQLite does both in the recipient index alone (covering: it holds the tag), without reading each
-    candidate row for its tag."""
+    """Each queue write finds each recipient's first dropped entry (its oldest unpinned one, or the
+    200th newest), and trims below it; SQLite does both in the recipient index alone (covering: it
+    holds the tag), without reading each candidate row for its tag, and reads the recipient's count
+    by its key."""
     from core.services.queue import _BEFORE, _TRIM
 
     engine = make_engine(f"sqlite:///{tmp_path / 'plan.db'}")
     migrate.upgrade(engine)
     details = []
     with engine.connect() as connection:
-        for statement, parameters in ((_BEFORE[False], ('["dev_a"]', 1, 199)), (_TRIM, ('{"dev_a":1}',))):
-            sql = str(statement.statement.compile(dialect=engine.dialect))
-            plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, parameters).all()
-            details += [row[-1] for row in plan if "older" in row[-1]]
+        for statement, given in (
+            (_BEFORE[False], {"recipients": '["dev_a"]'}),
+            (_TRIM, {"cutoffs": '{"dev_a":1}'}),
+        ):
+            compiled = statement.statement.compile(dialect=engine.dialect)
+            parameters = tuple(given.get(name, compiled.params[name]) for name in compiled.positiontup or ())
+            plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + compiled.string, parameters).all()
+            details += [row[-1] for row in plan if "older" in row[-1] or "queue_counts" in row[-1]]
     engine.dispose()
-    assert len(details) == 2, details
     covering = "USING COVERING INDEX ix_queued_envelopes_recipient_seq"
-    assert all(covering in detail for detail in details), details
+    assert [covering in detail for detail in details if "older" in detail] == [True] * 3, details
+    assert [detail for detail in details if "queue_counts" in detail] == [
+        "SEARCH queue_counts USING PRIMARY KEY (device_id=?) LEFT-JOIN"
+    ], details
 
 
 def _downgrade(engine: Engine, revision: str) -> None:
