@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
+from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError
 
 from core.principal import Principal
 from core.runtime.core import Core
-from core.runtime.loop_reader import NOT_KEPT, SQLITE_BUSY
+from core.runtime.loop_reader import NOT_KEPT, SQLITE_BUSY, LoopReader
 from tests.core.test_quick_reads import count_devices_reading, phone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
@@ -61,27 +63,26 @@ def sqlite_error(code: int) -> sqlite3.OperationalError:
     return error
 
 
-async def test_a_busy_version_check_answers_nothing_kept_and_keeps_the_reader(running: Core) -> None:
+async def reader_after_a_read(running: Core) -> tuple[LoopReader, Connection, Callable[..., Any]]:
+    """The running Core's loop reader once a read opened it, its connection and that read."""
     reader = running.loop_reader
     assert reader is not None
-    ran: list[int] = []
-    count = count_devices_reading(ran)
+    count = count_devices_reading([])
     await running.run(count, Principal.system())
     connection = reader.opened
     assert connection is not None
+    return reader, connection, count
+
+
+async def test_a_busy_version_check_answers_nothing_kept_and_keeps_the_reader(running: Core) -> None:
+    reader, connection, _ = await reader_after_a_read(running)
     reader._driver = FailingDriver(sqlite_error(SQLITE_BUSY))  # type: ignore[assignment]
     assert reader.kept(connection, ("any key",)) is NOT_KEPT
     assert reader.opened is connection
 
 
 async def test_a_failing_version_check_closes_the_reader_and_the_next_read_opens_it(running: Core) -> None:
-    reader = running.loop_reader
-    assert reader is not None
-    ran: list[int] = []
-    count = count_devices_reading(ran)
-    await running.run(count, Principal.system())
-    connection = reader.opened
-    assert connection is not None
+    reader, connection, count = await reader_after_a_read(running)
     reader._driver = FailingDriver(sqlite_error(10))  # type: ignore[assignment]  # SQLITE_IOERR
     with pytest.raises(OperationalError):
         reader.kept(connection, ("any key",))
