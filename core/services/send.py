@@ -172,10 +172,9 @@ class AccountDevice:
 # second, the phone first: it was paired before its computers), then by id.
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
 _REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
-_DEVICE_COLUMNS = ACCOUNT_DEVICE_COLUMNS
 _ACCOUNT_DEVICES = PreparedStatement(
     sql.select(
-        *(_DEVICES.c[name] for name in _DEVICE_COLUMNS),
+        *(_DEVICES.c[name] for name in ACCOUNT_DEVICE_COLUMNS),
         _REGISTRATIONS.c.service,
         _REGISTRATIONS.c.registration,
     )
@@ -191,8 +190,8 @@ def _account_devices(rows: Iterable[tuple[Any, ...]]) -> list[AccountDevice]:
     for row in rows:  # the device's columns, then one of its registrations (or none)
         device = devices.get(row[0])
         if device is None:
-            device = devices[row[0]] = AccountDevice(*row[: len(_DEVICE_COLUMNS)])
-        service, registration = row[len(_DEVICE_COLUMNS) :]
+            device = devices[row[0]] = AccountDevice(*row[: len(ACCOUNT_DEVICE_COLUMNS)])
+        service, registration = row[len(ACCOUNT_DEVICE_COLUMNS) :]
         if service is not None:
             device.registrations[service] = json.loads(registration)
     return list(devices.values())
