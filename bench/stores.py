@@ -41,7 +41,10 @@ def analyze(database_url: str) -> None:
     CI configuration), the queue statement kept a plan made for an empty table all run long."""
     from sqlalchemy import create_engine, text
 
-    engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    engine = create_engine(  # bounded: a bench must end even if PostgreSQL stops answering
+        database_url.replace("postgresql://", "postgresql+psycopg://", 1),
+        connect_args={"connect_timeout": 10, "options": "-c statement_timeout=60000"},
+    )
     try:
         with engine.begin() as connection:
             connection.execute(text("ANALYZE"))
