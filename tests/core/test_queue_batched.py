@@ -16,7 +16,8 @@ from core.runtime.core import Core
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import Tx
 from core.services.delivery import Addressee, send_server_messages
-from core.services.queue import _ROWS_PER_INSERT, QUEUE_CAP, enqueue_all
+from core.services.queue import QUEUE_CAP, enqueue_all
+from core.services.queue_statements import ROWS_PER_INSERT
 from core.services.queue_wake import CARRIED_MAX_CHARS, WakeUps
 from core.store.tables import Device
 from tests.helpers import queue_entries, register_phone
@@ -76,7 +77,7 @@ def test_every_queue_keeps_its_newest_200_unpinned_entries_and_its_pinned_ones(
 
 def test_a_write_to_more_devices_than_one_insert_takes_and_to_none(core: Core) -> None:
     system = Principal.system()
-    blobs = {f"dev_{n:03d}": f'{{"n":{n}}}'.encode() for n in range(_ROWS_PER_INSERT + 2)}
+    blobs = {f"dev_{n:03d}": f'{{"n":{n}}}'.encode() for n in range(ROWS_PER_INSERT + 2)}
     core.run_sync(put_all, system, blobs={"dev_001": b"{}"})
     seqs, events = core.run_sync(put_all, system, blobs=blobs)
     assert len(set(seqs)) == len(blobs)

@@ -1,22 +1,28 @@
 """The PostgreSQL queue write is planned once per connection, not once per send: its statement runs
 a generic plan once the driver has prepared it (the recipients and blobs are hidden from the
-planner, which would otherwise find a custom plan for each send's arrays cheaper every time)."""
+planner, which would otherwise find a custom plan for each send's arrays cheaper every time); and
+that plan reads each queue in the recipient index, whatever the table's statistics say."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from starlette.testclient import TestClient
 
 from core.runtime.core import Core
-from core.services.queue import _QUEUE_ALL
+from core.services.queue_statements import QUEUE_ALL, QUEUE_CAP
+from core.store.prepared import PreparedStatement
 from tests.helpers import register_phone
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 def test_the_queue_write_runs_a_generic_plan_after_a_few_sends(client: TestClient, core: Core) -> None:
     devices = [register_phone(client).device_id for _ in range(2)]
-    queue_write = _QUEUE_ALL[False]
+    queue_write = QUEUE_ALL[False]
     shared = {"sender": "server", "type": "push", "created_at": 1, "expires_at": 2, "tag": None}
     with core.engine.connect() as connection:
         for n in range(12):  # the driver prepares it at the 5th; the server may choose after 5 more
@@ -30,3 +36,60 @@ def test_the_queue_write_runs_a_generic_plan_after_a_few_sends(client: TestClien
         connection.rollback()
     generic, custom = plans
     assert generic >= 1 and custom <= 5, plans
+
+
+def _explained(connection: Connection, statement: PreparedStatement, args: dict[str, str]) -> Any:
+    """The generic plan PostgreSQL keeps for ``statement`` (prepared by name, as the driver does),
+    run once with ``args`` (SQL literals by bind name; a bind that holds its value, such as a
+    LIMIT, with it), as EXPLAIN (ANALYZE, FORMAT JSON)."""
+    compiled = statement.statement.compile(dialect=connection.dialect)
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", compiled.string)))
+    numbered = re.sub(r"%\((\w+)\)s", lambda bind: f"${names.index(bind.group(1)) + 1}", compiled.string)
+    connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+    connection.exec_driver_sql(f"PREPARE explained AS {numbered}")
+    literals = ", ".join(args.get(name) or str(compiled.binds[name].effective_value) for name in names)
+    return connection.exec_driver_sql(
+        f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE explained({literals})"
+    ).scalar()
+
+
+def _scans(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if node.get("Relation Name") == "queued_envelopes" and "Scan" in node["Node Type"]:
+        yield node
+    for child in node.get("Plans", []):
+        yield from _scans(child)
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_on_a_small_analyzed_table_each_queue_is_read_in_the_recipient_index(
+    client: TestClient, core: Core
+) -> None:
+    """A few devices, their queues at the cap, the table analyzed (as autovacuum does): the
+    statistics make a walk of the primary key (every queue's newest entries, filtered by recipient)
+    or a sequential scan look cheapest; the queue write reads each recipient's entries in
+    ``ix_queued_envelopes_recipient_seq`` all the same, and deletes the trimmed rows by their address."""
+    devices = [register_phone(client).device_id for _ in range(4)]
+    shared = {"sender": "server", "type": "push", "created_at": 1, "expires_at": 2, "tag": None}
+    with core.engine.connect() as connection:
+        for n in range(QUEUE_CAP + 20):
+            QUEUE_ALL[False].rows(connection, recipients=devices, blobs=[b"%d" % n * 400] * 4, **shared)
+        connection.commit()
+        connection.exec_driver_sql("ANALYZE queued_envelopes")
+        ids = ", ".join(f"'{device}'" for device in devices[:2])
+        args = {
+            "recipients": f"ARRAY[{ids}]::varchar[]",
+            "blobs": "ARRAY['\\x00'::bytea, '\\x01'::bytea]",
+            "sender": "'server'",
+            "type": "'push'",
+            "created_at": "3",
+            "expires_at": "4",
+            "tag": "NULL",
+        }
+        [explained] = _explained(connection, QUEUE_ALL[False], args)
+        connection.rollback()
+    scans = list(_scans(explained["Plan"]))
+    by_recipient = [scan for scan in scans if scan.get("Index Name") == "ix_queued_envelopes_recipient_seq"]
+    assert len(by_recipient) == 3, scans  # the newest seq, the first dropped, what the trim drops
+    others = [scan for scan in scans if scan not in by_recipient]
+    assert [scan["Node Type"] for scan in others] == ["Tid Scan"], others  # the trim's rows, by address
+    assert sum(scan["Actual Rows"] * scan["Actual Loops"] for scan in others) == 2  # one dropped a queue

@@ -43,15 +43,15 @@ def test_trimming_a_queue_reads_the_recipient_index_alone(tmp_path: Path) -> Non
     200th newest), and trims below it; SQLite does both in the recipient index alone (covering: it
     holds the tag), without reading each candidate row for its tag, and reads the recipient's count
     by its key."""
-    from core.services.queue import _BEFORE, _TRIM
+    from core.services.queue_statements import BEFORE, TRIM
 
     engine = make_engine(f"sqlite:///{tmp_path / 'plan.db'}")
     migrate.upgrade(engine)
     details = []
     with engine.connect() as connection:
         for statement, given in (
-            (_BEFORE[False], {"recipients": '["dev_a"]'}),
-            (_TRIM, {"cutoffs": '{"dev_a":1}'}),
+            (BEFORE[False], {"recipients": '["dev_a"]'}),
+            (TRIM, {"cutoffs": '{"dev_a":1}'}),
         ):
             compiled = statement.statement.compile(dialect=engine.dialect)
             parameters = tuple(given.get(name, compiled.params[name]) for name in compiled.positiontup or ())

@@ -116,19 +116,20 @@ def test_a_removed_device_takes_its_count_along(client: TestClient, core: Core) 
     assert_exact(core.engine, phone.device_id, computer.device_id)
 
 
-@SQLITE_ONLY
-def test_a_queue_further_over_its_cap_is_trimmed_to_its_newest_entries(core: Core) -> None:
+def test_a_queue_further_over_its_cap_is_trimmed_to_its_newest_entries(core: Core, database_url: str) -> None:
     """A queue can hold more than the cap (entries written before a lower cap, or by hand): the next
-    write still keeps exactly the newest unpinned ones, pinned or unpinned write alike."""
+    write still keeps exactly the newest unpinned ones, pinned or unpinned write alike, on each backend
+    (SQLite told by its count, PostgreSQL by a walk of the newest entries)."""
     system = Principal.system()
     for device in ("dev_over", "dev_pinned_write"):
         run_sql(
             core.engine,
             "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < :last)"
             " INSERT INTO queued_envelopes (recipient_device_id, sender, type, blob, created_at, expires_at)"
-            " SELECT :device, 'server', 'push', x'7b7d', 0, 4000000000 FROM n",
+            " SELECT :device, 'server', 'push', :blob, 0, 2000000000 FROM n",
             device=device,
             last=QUEUE_CAP + 9,
+            blob=b"{}",
         )
     before = {
         device: [seq for seq, _, _ in queue_entries(core.engine, device)]
@@ -141,7 +142,8 @@ def test_a_queue_further_over_its_cap_is_trimmed_to_its_newest_entries(core: Cor
     pinned_write = queue_entries(core.engine, "dev_pinned_write")
     assert [seq for seq, _, tag in pinned_write if tag is None] == before["dev_pinned_write"][-QUEUE_CAP:]
     assert [tag for _, _, tag in pinned_write][-1] == "pin"
-    assert_exact(core.engine, "dev_over", "dev_pinned_write")
+    if database_url.startswith("sqlite"):
+        assert_exact(core.engine, "dev_over", "dev_pinned_write")
 
 
 @SQLITE_ONLY
