@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nacl.utils
 from nacl.public import PrivateKey
 
-from core.domain.envelope import NONCE_LENGTH, BoxCache, PairBox
+from core.domain.envelope import BoxCache, PairBox, seal_each
 from core.settings import Settings
 
 KEY_FILE = "server.key"
@@ -42,15 +41,8 @@ class ServerKeys:
 
     def seal_each(self, recipient_public_keys: Sequence[bytes], plaintext: bytes) -> list[bytes]:
         """``seal_to`` each of several devices, in their order (a send's one plaintext to each of
-        an account's devices): every envelope still has a nonce of its own, but all are drawn in
-        one read of the random source rather than one read each."""
-        nonces = nacl.utils.random(NONCE_LENGTH * len(recipient_public_keys))
-        box, secret = self.boxes.get, self.secret_key
-        starts = range(0, len(nonces), NONCE_LENGTH)
-        return [
-            box(secret, public_key).seal(plaintext, nonces[start : start + NONCE_LENGTH])
-            for start, public_key in zip(starts, recipient_public_keys, strict=True)
-        ]
+        an account's devices): see ``core.domain.envelope.seal_each``."""
+        return seal_each(self.boxes.get_each(self.secret_key, recipient_public_keys), plaintext)
 
     def box_with(self, device_public_key: bytes) -> PairBox:
         """The box between the server and one device: seals to it, opens what it sealed to the server."""
