@@ -72,7 +72,10 @@ class PushRouter:
         return outcome
 
     def _sender_for(self, target: PushTarget) -> PushSender | None:
-        return next((sender for sender in self.senders if sender.serves(target)), None)
+        for sender in self.senders:  # a loop, not next() of a generator: asked once a device a send
+            if sender.serves(target):
+                return sender
+        return None
 
     async def aclose(self) -> None:
         for sender in self.senders:
