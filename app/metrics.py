@@ -3,19 +3,25 @@
 - ``relaybox_requests_total{route,method,status}`` and ``relaybox_request_seconds{route,method}``:
   ``route`` is the route template (``/v1/send/{token}``), never the requested path, which may
   hold a token; a request that matched no route is ``unmatched``. A stream's or long poll's
-  duration is its whole response.
+  duration is its whole response. Every response is counted on plain numbers (``Requests``) and
+  exposed as a counter and a histogram at scrape time, sample for sample as prometheus_client's
+  ``Counter`` and ``Histogram`` would be: their updates (a lock and several calls each) cost more
+  than the rest of the request's bookkeeping.
 - ``relaybox_pushes_total{outcome}``: pushes handed to the push router, by outcome.
 - ``relaybox_open_streams``, ``relaybox_waiting_polls``: on this process, now.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -26,6 +32,8 @@ from core.runtime.core import Core
 METRICS_PATH = "/metrics"
 UNMATCHED = "unmatched"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+BUCKETS = Histogram.DEFAULT_BUCKETS  # upper bounds, the last +Inf
+_BUCKET_LABELS = tuple(floatToGoString(bound) for bound in BUCKETS)  # type: ignore[no-untyped-call]
 
 
 class CoreCollector(Collector):
@@ -53,36 +61,79 @@ class CoreCollector(Collector):
         )
 
 
-class Metrics:
-    def __init__(self, core: Core) -> None:
-        self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "relaybox_requests",
-            "HTTP requests by route template, method and status",
-            ["route", "method", "status"],
-            registry=self.registry,
-        )
-        self.seconds = Histogram(
-            "relaybox_request_seconds",
-            "Time to the end of the response, by route template and method",
-            ["route", "method"],
-            registry=self.registry,
-        )
-        self.registry.register(CoreCollector(core))
-        # The labelled children, looked up once: ``labels()`` costs more than the update itself.
-        # Keys are route templates, known methods and statuses, never paths: a small set.
-        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+class _Series:
+    """One label set's numbers: a count's ``value``, or a duration's ``sum`` and observations in
+    each bucket (not cumulative: the exposition adds them up)."""
+
+    __slots__ = ("buckets", "created", "sum", "value")
+
+    def __init__(self, timing: bool) -> None:
+        self.value = 0
+        self.sum = 0.0
+        self.buckets = [0] * len(BUCKETS) if timing else []
+        self.created = time.time()
+
+
+class Requests(Collector):
+    """``relaybox_requests`` (a counter) and ``relaybox_request_seconds`` (a histogram of the
+    default buckets), counted on the event loop and read at scrape time, also on the loop."""
+
+    def __init__(self) -> None:
+        # Both series of a response, by route template, known method and status: a small set.
+        self._series: dict[tuple[str, str, int], tuple[_Series, _Series]] = {}
+        self._timings: dict[tuple[str, str], _Series] = {}
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
-        method = method if method in METHODS else "other"
-        key = (route, method, status)
-        children = self._children.get(key)
-        if children is None:
-            children = (self.requests.labels(route, method, str(status)), self.seconds.labels(route, method))
-            if len(self._children) < 10_000:
-                self._children[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        key = (route, method if method in METHODS else "other", status)
+        series = self._series.get(key)
+        if series is None:
+            timing = self._timings.get(key[:2])
+            if timing is None:
+                timing = self._timings[key[:2]] = _Series(timing=True)
+            series = self._series[key] = (_Series(timing=False), timing)
+        count, timing = series
+        count.value += 1
+        timing.sum += seconds
+        timing.buckets[bisect_left(BUCKETS, seconds)] += 1
+
+    def collect(self) -> Iterable[Metric]:
+        created = prometheus_metrics._use_created  # as its own metrics do (``disable_created_metrics``)
+        requests = Metric(
+            "relaybox_requests", "HTTP requests by route template, method and status", "counter"
+        )
+        for (route, method, status), (count, _) in list(self._series.items()):
+            labels = {"route": route, "method": method, "status": str(status)}
+            requests.add_sample("relaybox_requests_total", labels, float(count.value))
+            if created:
+                requests.add_sample("relaybox_requests_created", labels, count.created)
+        yield requests
+        seconds = Metric(
+            "relaybox_request_seconds",
+            "Time to the end of the response, by route template and method",
+            "histogram",
+        )
+        for (route, method), timing in list(self._timings.items()):
+            labels = {"route": route, "method": method}
+            total = 0.0
+            for le, observed in zip(_BUCKET_LABELS, timing.buckets, strict=True):
+                total += observed
+                seconds.add_sample("relaybox_request_seconds_bucket", labels | {"le": le}, total)
+            seconds.add_sample("relaybox_request_seconds_count", labels, total)
+            seconds.add_sample("relaybox_request_seconds_sum", labels, timing.sum)
+            if created:
+                seconds.add_sample("relaybox_request_seconds_created", labels, timing.created)
+        yield seconds
+
+
+class Metrics:
+    observe: Callable[[str, str, int, float], None]  # a response: route template, method, status, seconds
+
+    def __init__(self, core: Core) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Requests()
+        self.registry.register(self.requests)
+        self.registry.register(CoreCollector(core))
+        self.observe = self.requests.observe  # no call of its own in between: every response pays it
 
     def route(self) -> Route:
         async def metrics(_request: Request) -> Response:
