@@ -3,11 +3,12 @@ rate-limit bookkeeping the REST routes turn into headers stays out of the model'
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from core.services.device_list import DeviceList, DeviceSummary
+from core.services.device_list import DeviceSummary
 from core.services.interaction_models import CallbackStatus, InteractionOut
 from core.services.receipts import ReceiptOut
 from core.services.send import DeliveredTo
@@ -62,17 +63,17 @@ MAX_LISTINGS = 1024  # listings made of kept summaries, remembered (the oldest g
 _listings: dict[tuple[int, ...], tuple[tuple[DeviceSummary, ...], DeviceListing]] = {}
 
 
-def device_listing(listing: DeviceList) -> DeviceListing:
-    """The tool's view of the core's listing. A summary is frozen and a kept read answers the very
-    summaries it answered before while nothing changed, so a listing of the same summary objects
-    gets the view made of them then (kept with them: their ids cannot be reused meanwhile).
+def device_listing(summaries: Iterable[DeviceSummary]) -> DeviceListing:
+    """The tool's view of the core's device summaries. A summary is frozen and a kept read answers
+    the very summaries it answered before while nothing changed, so a listing of the same summary
+    objects gets the view made of them then (kept with them: their ids cannot be reused meanwhile).
     Nothing changes a view once made; the SDK only reads it."""
-    devices = tuple(listing.devices)
+    devices = tuple(summaries)
     key = tuple(map(id, devices))
     kept = _listings.get(key)
     if kept is not None:
         return kept[1]
-    made = DeviceListing.model_validate(listing, from_attributes=True)
+    made = DeviceListing.model_validate({"devices": devices}, from_attributes=True)
     if len(_listings) >= MAX_LISTINGS:
         del _listings[next(iter(_listings))]
     _listings[key] = (devices, made)

@@ -1,8 +1,8 @@
 """The connector tools, declared: each a module-level function and a ``Tool`` record of its name,
 the scope it needs, the function, its output and how it presents itself; ``TOOLS`` lists them in the
 order clients see (the urgent receipts' two last, from ``connector.receipt_tools``). A function is a
-thin call of the core operation its REST twin uses, with
-the connector grant as principal; its docstring is the description the model reads, and its
+thin call of the core operation its REST twin uses (``list_devices``: of the summaries that operation
+wraps), with the connector grant as principal; its docstring is the description the model reads, and its
 parameters after ``call`` are the tool's arguments (``connector.tools`` registers them). The
 notification tools live in ``connector.notification_tools``; ``connector.tool_base`` has the records."""
 
@@ -35,8 +35,8 @@ PROGRESS_STEP_S = 5  # request_approval reports progress between waits of at mos
 async def list_devices(call: ToolCall) -> outputs.DeviceListing:
     """List the user's paired devices (phone first), whether each can be reached now, and the
     phone's battery and charging state when it reported them."""
-    listing = await call.core.run(device_list.list_devices, call.principal)
-    return outputs.device_listing(listing)
+    summaries = await call.core.run(device_list.device_summaries, call.principal)
+    return outputs.device_listing(summaries)
 
 
 async def remind_me(

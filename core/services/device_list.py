@@ -34,17 +34,21 @@ class DeviceList(BaseModel):
 
 async def list_devices(core: Core, principal: Principal) -> DeviceList:
     """The account's devices with reachability; needs ``devices:read`` (or a device credential)."""
+    return DeviceList(devices=await device_summaries(core, principal))
+
+
+async def device_summaries(core: Core, principal: Principal) -> list[DeviceSummary]:
+    """What ``list_devices`` lists, without the model around it (the ``list_devices`` tool makes
+    its own view of the summaries)."""
     rows = await core.run(account_devices, principal)
     # Only a device without a push path can be made reachable by an open stream: the others are
     # not asked about (with Redis, a listing whose devices all have one asks nothing of it).
     unreachable = [summary.device_id for summary in rows if not summary.reachable]
     streaming = await core.presence.streaming(unreachable) if unreachable else set()
-    return DeviceList(
-        devices=[
-            summary.model_copy(update={"reachable": True}) if summary.device_id in streaming else summary
-            for summary in rows
-        ]
-    )
+    return [
+        summary.model_copy(update={"reachable": True}) if summary.device_id in streaming else summary
+        for summary in rows
+    ]
 
 
 @reusable
