@@ -53,14 +53,19 @@ class RelayboxApp(Starlette):
                     return
                 send = policy.exposing(origin, send)
         target: ASGIApp = self.router
+        known: str | None = None
         root = scope.get("root_path", "")
         route = self.static_routes.get(scope["path"][len(root) :] if root else scope["path"])
         if route is not None and route.methods is not None and scope["method"] in route.methods:
             scope["route"], scope["endpoint"] = route, route.endpoint  # as the router would
-            target = route.app
-        await self._serve(target, scope, receive, send)
+            target, known = route.app, route.path  # its endpoint routes no further
+        await self._serve(target, scope, receive, send, known)
 
-    async def _serve(self, target: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve(
+        self, target: ASGIApp, scope: Scope, receive: Receive, send: Send, known: str | None
+    ) -> None:
+        """Serve ``target``; ``known`` is the route template when routing is already over (a
+        static route), else it is read from the scope once the response starts."""
         started = time.perf_counter()
         root = scope.get("root_path", "")
         echoed = start_request_id(scope)
@@ -71,7 +76,7 @@ class RelayboxApp(Starlette):
             nonlocal status, route
             if message["type"] == "http.response.start":
                 status = message["status"]
-                route = template(scope, root)
+                route = known or template(scope, root)
                 route_template.set(route)
                 add_header(message, echoed)
             await send(message)

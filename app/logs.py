@@ -57,7 +57,11 @@ def start_request_id(scope: Scope) -> tuple[bytes, bytes]:
     """Give the request an id: the caller's ``X-Request-ID`` when it is a short safe token (and not
     secret-shaped), else a new one. It becomes the id of every record logged while the request is
     handled; returns the response header that echoes it (``app.front`` adds it)."""
-    given = next((v for k, v in scope["headers"] if k == _HEADER), b"")
+    given = b""
+    for name, value in scope["headers"]:  # a plain loop: a generator costs more, on every request
+        if name == _HEADER:
+            given = value
+            break
     rid = _accepted_request_id(given.decode("latin-1")) if given else None
     rid = rid or new_request_id()
     # Not reset afterwards: the request's task ends with it (``app.front`` answers an unexpected

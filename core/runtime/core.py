@@ -89,6 +89,7 @@ class Core:
         # connection with the worker threads).
         on_file = engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:")
         self.loop_reader = LoopReader(engine) if on_file else None
+        self._running = lambda: self.waits.running  # made once: every quick read is handed it
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Core:
@@ -154,9 +155,7 @@ class Core:
                 return await op(self, principal, *args, **kw)
             read = None
             if self.loop_reader is not None and is_quick_read(op) and self.waits.in_loop():
-                read = await read_on_loop(
-                    self.loop_reader, self._tx, lambda: self.waits.running, op, principal, args, kw
-                )
+                read = await read_on_loop(self.loop_reader, self._tx, self._running, op, principal, args, kw)
             if read is not None:
                 result, events = read
             elif self._group.running and is_group_commit(op) and self.waits.in_loop():
