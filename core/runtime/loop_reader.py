@@ -43,9 +43,10 @@ class LoopReader:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._connection: Connection | None = None
-        # Its sqlite3 connection, for the data_version check every kept answer costs: reached
-        # through SQLAlchemy's connection and pool proxies, it costs more than the PRAGMA itself.
-        self._driver: sqlite3.Connection | None = None
+        # A cursor of its sqlite3 connection, for the data_version check every kept answer costs:
+        # reached through SQLAlchemy's connection and pool proxies, or made afresh, it costs more
+        # than the PRAGMA itself (its one row fetched, the statement is reset: no read stays open).
+        self._version_cursor: sqlite3.Cursor | None = None
         self._kept: dict[Hashable, Any] = {}
         self._kept_version: int | None = None  # the data_version the kept results were read at
 
@@ -54,7 +55,7 @@ class LoopReader:
         if self._connection is None:
             opened = await anyio.to_thread.run_sync(self._open)
             if self._connection is None:
-                self._connection, self._driver = opened, sqlite_driver(opened)
+                self._connection, self._version_cursor = opened, sqlite_driver(opened).cursor()
             else:  # another read opened one meanwhile
                 opened.invalidate()
                 opened.close()
@@ -97,9 +98,9 @@ class LoopReader:
     def _data_version(self, connection: Connection) -> int | None:
         """The connection's ``data_version``; ``None`` when the database is busy. Any other error
         closes the connection (it is opened afresh next time) and is raised as SQLAlchemy's."""
-        driver = self._driver if connection is self._connection else None
+        cursor = self._version_cursor if connection is self._connection else None
         try:
-            row = (driver or sqlite_driver(connection)).execute(DATA_VERSION).fetchone()
+            row = (cursor or sqlite_driver(connection)).execute(DATA_VERSION).fetchone()
         except sqlite3.Error as error:
             if getattr(error, "sqlite_errorcode", None) == SQLITE_BUSY:
                 return None
@@ -111,7 +112,7 @@ class LoopReader:
     def close(self) -> None:
         self._kept.clear()
         self._kept_version = None
-        connection, self._connection, self._driver = self._connection, None, None
+        connection, self._connection, self._version_cursor = self._connection, None, None
         if connection is not None:
             connection.invalidate()  # not back to the pool: it does not wait when busy
             connection.close()

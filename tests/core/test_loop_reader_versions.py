@@ -47,8 +47,8 @@ async def test_a_kept_read_is_dropped_when_another_process_commits(running: Core
     assert len(ran) == 2
 
 
-class FailingDriver:
-    """A sqlite3 connection whose every statement fails with ``error``."""
+class FailingCursor:
+    """A sqlite3 cursor whose every statement fails with ``error``."""
 
     def __init__(self, error: sqlite3.Error) -> None:
         self.error = error
@@ -76,14 +76,14 @@ async def reader_after_a_read(running: Core) -> tuple[LoopReader, Connection, Ca
 
 async def test_a_busy_version_check_answers_nothing_kept_and_keeps_the_reader(running: Core) -> None:
     reader, connection, _ = await reader_after_a_read(running)
-    reader._driver = FailingDriver(sqlite_error(SQLITE_BUSY))  # type: ignore[assignment]
+    reader._version_cursor = FailingCursor(sqlite_error(SQLITE_BUSY))  # type: ignore[assignment]
     assert reader.kept(connection, ("any key",)) is NOT_KEPT
     assert reader.opened is connection
 
 
 async def test_a_failing_version_check_closes_the_reader_and_the_next_read_opens_it(running: Core) -> None:
     reader, connection, count = await reader_after_a_read(running)
-    reader._driver = FailingDriver(sqlite_error(10))  # type: ignore[assignment]  # SQLITE_IOERR
+    reader._version_cursor = FailingCursor(sqlite_error(10))  # type: ignore[assignment]  # SQLITE_IOERR
     with pytest.raises(OperationalError):
         reader.kept(connection, ("any key",))
     assert not reader.is_open
