@@ -10,6 +10,7 @@ no verification of its own, and what it makes of one (the SDK's user, the audien
 with that verification (``Verified.made``), made once while the cache keeps it.
 Header values are stripped of surrounding spaces and tabs on the way (RFC 9110 §5.5): uvicorn's
 httptools parser keeps trailing whitespace, and the SDK compares ``Mcp-Name`` with the body as is.
+The ``Authorization`` header stops at the gate: the transport and the tools never see the token.
 The body is read (at most 4 MiB) only when the grant lacks some tool's scope: a grant holding them
 all may call any tool, and the transport caps its bodies itself.
 
@@ -83,7 +84,7 @@ class McpAuthGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers, authorization = _stripped(scope["headers"])
+        headers, authorization = _passed_on(scope["headers"])
         scope = {**scope, "headers": headers}
         if b"access_token=" in scope.get("query_string", b""):
             await self._challenge(send, 400, 'error="invalid_request", error_description="no tokens in URLs"')
@@ -152,22 +153,30 @@ class McpAuthGate:
         await send({"type": "http.response.body", "body": body})
 
 
-def _stripped(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
-    """``headers`` with every value stripped of surrounding spaces and tabs (a new list when some
-    value has them, else the same list: the usual case, nothing to copy), and the first
-    ``Authorization`` value among them, found in the same pass (a plain loop: a generator, or a
-    second pass, costs more on every call)."""
+def _passed_on(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
+    """The headers the transport gets: every value stripped of surrounding spaces and tabs, and no
+    ``Authorization`` (the gate has taken the token; nothing below reads it, and every header look-up
+    of the SDK's walks the list); the same list when there is nothing to take (no copy). And the
+    first ``Authorization`` value, stripped, found in the same pass (a plain loop: a generator, or
+    a second pass, costs more on every call)."""
     authorization = None
-    clean = True
+    clean = single = True
     for name, value in headers:
         if value.strip(b" \t") != value:
             clean = False
-        if name == b"authorization" and authorization is None:
-            authorization = value
-    if clean:
-        return headers, authorization
-    stripped = [(name, value.strip(b" \t")) for name, value in headers]
-    return stripped, None if authorization is None else authorization.strip(b" \t")
+        if name == b"authorization":
+            if authorization is None:
+                authorization = value
+            else:
+                single = False
+    if authorization is None:
+        if clean:
+            return headers, None
+    elif clean and single:  # the usual request: one Authorization to take out
+        at = headers.index((b"authorization", authorization))
+        return headers[:at] + headers[at + 1 :], authorization
+    passed = [(name, value.strip(b" \t")) for name, value in headers if name != b"authorization"]
+    return passed, None if authorization is None else authorization.strip(b" \t")
 
 
 def _bearer_token(authorization: bytes | None) -> str | None:
