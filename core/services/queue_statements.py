@@ -75,13 +75,11 @@ def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> Co
     return case((count == kept + 1, oldest), (count > kept + 1, _first_dropped(recipient, pinned=pinned)))
 
 
-def _before(recipients: ColumnElement[str], first_dropped: ColumnElement[int]) -> Select[str, int, int]:
-    """SQLite, per recipient: its newest seq and its first dropped one, before this write."""
-    return select(
-        recipients.label("recipient"),
-        _latest_seq(recipients).label("prev"),
-        first_dropped.label("first_dropped"),
-    )
+def _before(
+    recipients: ColumnElement[str], prev: ColumnElement[int], first_dropped: ColumnElement[int]
+) -> Select[str, int, int]:
+    """Per recipient: its newest seq and its first dropped one, before this write."""
+    return select(recipients.label("recipient"), prev.label("prev"), first_dropped.label("first_dropped"))
 
 
 # SQLite: the recipients as a JSON array, one read of what each queue holds before the write.
@@ -90,7 +88,9 @@ _COUNTED = _JSON_RECIPIENTS.outerjoin(_COUNTS, _COUNTS.c.device_id == _JSON_RECI
 BEFORE = {
     pinned: PreparedStatement(
         _before(
-            _JSON_RECIPIENTS.c.value, _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned)
+            _JSON_RECIPIENTS.c.value,
+            _latest_seq(_JSON_RECIPIENTS.c.value),
+            _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned),
         ).select_from(_COUNTED)
     )
     for pinned in (False, True)
@@ -164,6 +164,11 @@ def _queue_of(table: FromClause, recipient: ColumnElement[str]) -> ColumnElement
     return table.c.recipient_device_id.between(recipient, recipient)
 
 
+def _unpinned_of(recipient: ColumnElement[str]) -> tuple[ColumnElement[bool], ...]:
+    """PostgreSQL: the conditions for ``recipient``'s unpinned entries in ``_OLDER`` (``_queue_of``)."""
+    return _queue_of(_OLDER, recipient), _OLDER.c.tag.is_(None)
+
+
 def _newest_first(table: FromClause) -> tuple[ColumnElement[str], ColumnElement[int]]:
     return table.c.recipient_device_id.desc(), table.c.seq.desc()
 
@@ -191,24 +196,16 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     prev = select(_QUEUE.c.seq).where(_queue_of(_QUEUE, recipient)).order_by(*_newest_first(_QUEUE)).limit(1)
     first_dropped = (
         select(_OLDER.c.seq)
-        .where(_queue_of(_OLDER, recipient), _OLDER.c.tag.is_(None))
+        .where(*_unpinned_of(recipient))
         .order_by(*_newest_first(_OLDER))
         .offset(_KEPT[pinned])
         .limit(1)
     )
-    before = select(
-        recipient.label("recipient"),
-        prev.scalar_subquery().label("prev"),
-        first_dropped.scalar_subquery().label("first_dropped"),
-    ).cte("before")
+    before = _before(recipient, prev.scalar_subquery(), first_dropped.scalar_subquery()).cte("before")
     dropped = (  # per recipient, its first dropped entry and its older unpinned ones
         select(literal_column("older.ctid").label("row"))
         .select_from(_OLDER)
-        .where(
-            _queue_of(_OLDER, before.c.recipient),
-            _OLDER.c.tag.is_(None),
-            _OLDER.c.seq <= before.c.first_dropped,
-        )
+        .where(*_unpinned_of(before.c.recipient), _OLDER.c.seq <= before.c.first_dropped)
         .order_by(_OLDER.c.recipient_device_id, _OLDER.c.seq)  # kept apart: not flattened into a join
         .lateral("dropped")
     )
