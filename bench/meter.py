@@ -39,25 +39,40 @@ def processes() -> dict[int, tuple[str, float]]:
     return found
 
 
-def machine_busy_s() -> float:
-    """CPU seconds the whole machine (every core) has spent running processes since boot: user,
-    nice, system and steal time. Interrupt handling (irq, softirq) is left out: the loopback
-    traffic of a benchmark is handled there, charged to no process, and would count as "others"."""
+@dataclass(frozen=True)
+class MachineTimes:
+    """CPU seconds the whole machine (every core) has spent since boot, from ``/proc/stat``."""
+
+    busy_s: float  # running processes: user, nice, system and steal time
+    interrupts_s: float  # irq and softirq: a benchmark's loopback traffic is handled here, by no process
+    idle_s: float  # idle and iowait
+
+    def __sub__(self, start: MachineTimes) -> MachineTimes:
+        return MachineTimes(
+            self.busy_s - start.busy_s, self.interrupts_s - start.interrupts_s, self.idle_s - start.idle_s
+        )
+
+
+def machine_times() -> MachineTimes:
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    user, nice, system, _idle, _iowait, _irq, _softirq, steal = fields
-    return (user + nice + system + steal) / CLOCK_TICKS
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    busy, interrupts, waiting = user + nice + system + steal, irq + softirq, idle + iowait
+    return MachineTimes(busy / CLOCK_TICKS, interrupts / CLOCK_TICKS, waiting / CLOCK_TICKS)
 
 
 @dataclass(frozen=True)
 class CpuUse:
     """CPU seconds used over ``wall_s`` seconds: by the measured servers, this process (the load
-    generator), the PostgreSQL and Redis servers, and everything else on the machine."""
+    generator), the PostgreSQL and Redis servers and everything else on the machine; and the
+    machine's interrupt handling (no process's) and idle time over the same seconds."""
 
     wall_s: float = 0.0
     server_s: float = 0.0
     bench_s: float = 0.0
     store_s: float = 0.0
     others_s: float = 0.0
+    interrupts_s: float = 0.0
+    idle_s: float = 0.0
 
     def __add__(self, other: CpuUse) -> CpuUse:
         return CpuUse(
@@ -66,6 +81,8 @@ class CpuUse:
             self.bench_s + other.bench_s,
             self.store_s + other.store_s,
             self.others_s + other.others_s,
+            self.interrupts_s + other.interrupts_s,
+            self.idle_s + other.idle_s,
         )
 
     def share(self, seconds: float) -> float:
@@ -100,7 +117,7 @@ class CpuSnapshot:
     server_s: float
     bench_s: float
     store: dict[int, float]
-    machine_s: float
+    machine: MachineTimes
 
 
 class CpuMeter:
@@ -117,17 +134,18 @@ class CpuMeter:
             server_s=sum(process_cpu_s(pid) for pid in self.pids),
             bench_s=time.process_time(),
             store=store,
-            machine_s=machine_busy_s(),
+            machine=machine_times(),
         )
 
     def since(self, start: CpuSnapshot) -> CpuUse:
         end = self.snapshot()
         server, bench = end.server_s - start.server_s, end.bench_s - start.bench_s
         store = sum(cpu - start.store.get(pid, 0.0) for pid, cpu in end.store.items())
-        machine = end.machine_s - start.machine_s
+        machine = end.machine - start.machine
         # /proc counts in clock ticks per process: the difference can dip a tick below zero.
-        others = max(0.0, machine - server - bench - store)
-        return CpuUse(end.at - start.at, server, bench, max(0.0, store), others)
+        others = max(0.0, machine.busy_s - server - bench - store)
+        wall = end.at - start.at
+        return CpuUse(wall, server, bench, max(0.0, store), others, machine.interrupts_s, machine.idle_s)
 
 
 def busy_others(own: Sequence[int], window_s: float = 1.0, threshold: float = 0.05) -> list[str]:

@@ -30,6 +30,7 @@ from devices import send_load, sender_accounts
 from harness import SEND_CLASS_LIMITS, SETUP_LIMITS, logging_settings, raised_limits, relaybox_command
 from lifecycle import Run
 from loadgen import Summary, measure_rounds, print_table, run_loop, summarize
+from meter import per_op
 from stores import analyze, shared_store
 
 
@@ -81,12 +82,19 @@ def run_scale_out(run: Run) -> bool:
 
 
 def cores_allow(one: Summary, two: Summary, cpus: int) -> str:
-    """What ``cpus`` would carry at two replicas' CPU a send (everything measured: replicas, store,
-    load generator), against one replica's sends/s, and how much of it two replicas reached."""
-    per_send_ms = two.total_cpu_ms + two.bench_cpu_ms
+    """What ``cpus`` would carry at two replicas' CPU a send, against one replica's sends/s, and how
+    much of it two replicas reached. A send's CPU is everything measured: the replicas, the store,
+    the load generator, and the machine's interrupt handling over the rounds (the loopback traffic
+    of the sends, charged to no process). The machine's idle share in the 2-replica rounds says
+    whether the cores were the limit there."""
+    used = two.cpu
+    interrupts_ms = per_op(used.interrupts_s, two.answers)
+    per_send_ms = two.total_cpu_ms + two.bench_cpu_ms + interrupts_ms
     carried = cpus * 1000 / per_send_ms
+    idle = used.idle_s / (used.wall_s * cpus) if used.wall_s > 0 else 0.0
     return (
-        f"where cores allow: at {per_send_ms:.2f} ms of CPU a send with 2 replicas, {cpus} CPUs would carry "
-        f"{carried:,.0f} sends/s, {carried / one.median:.2f}x one replica's; 2 replicas reached "
-        f"{two.median / carried:.0%} of it (goal: 1.6x where that allows it)"
+        f"where cores allow: at {per_send_ms:.2f} ms of CPU a send with 2 replicas ({interrupts_ms:.2f} ms "
+        f"of it interrupt handling), {cpus} CPUs would carry {carried:,.0f} sends/s, "
+        f"{carried / one.median:.2f}x one replica's; 2 replicas reached {two.median / carried:.0%} of it, "
+        f"the machine {idle:.0%} idle meanwhile (goal: 1.6x where that allows it)"
     )
