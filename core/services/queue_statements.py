@@ -29,6 +29,7 @@ from sqlalchemy import (
     select,
     table,
     true,
+    type_coerce,
     values,
 )
 from sqlalchemy.dialects import postgresql
@@ -91,6 +92,12 @@ def _last_seq() -> ColumnElement[int]:
     return func.max(func.coalesce(handed_out, 0), func.coalesce(largest, 0))
 
 
+def _single(*, pinned: bool) -> ColumnElement[int]:
+    """SQLite: whether the first dropped entry is the only one (``_counted_first_dropped``), 1 or
+    0 (or NULL) as it comes: typed as a boolean it would pass through a converter, a call a row."""
+    return type_coerce(_COUNTS.c.unpinned == _KEPT[pinned] + 1, Integer).label("single")
+
+
 # SQLite: the recipients as a JSON array, one read of what each queue holds before the write: per
 # recipient its newest seq, its first dropped one, whether that is its oldest unpinned entry and
 # the only one dropped (every write to a full queue: ``single``), and the last seq handed out (the
@@ -105,7 +112,7 @@ BEFORE = {
             _latest_seq(_JSON_RECIPIENTS.c.value),
             _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned),
         )
-        .add_columns((_COUNTS.c.unpinned == _KEPT[pinned] + 1).label("single"), _last_seq().label("last"))
+        .add_columns(_single(pinned=pinned), _last_seq().label("last"))
         .select_from(_COUNTED)
     )
     for pinned in (False, True)
