@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy import String, bindparam, func, select
 from sqlalchemy.dialects import postgresql
 
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import LOCKED_DEVICES, Tx
-from core.services.queue_statements import BEFORE, QUEUE_ALL, ROW_BINDS, ROWS_PER_INSERT, TRIM, insert_rows
+from core.services.queue_statements import (
+    BEFORE,
+    DROP,
+    QUEUE_ALL,
+    ROW_BINDS,
+    ROWS_PER_INSERT,
+    TRIM,
+    insert_rows,
+)
 from core.services.queue_statements import QUEUE_CAP as QUEUE_CAP  # callers import it from here
 from core.services.queue_wake import WakeUps
 from core.store.prepared import PreparedStatement
@@ -61,25 +70,46 @@ def enqueue_all(
         seqs = {recipient: (seq, prev or 0) for recipient, seq, prev in written}
     else:  # SQLite: no data-modifying CTEs, and a statement costs no round trip
         before = BEFORE[pinned].rows(connection, recipients=json.dumps(recipients))
-        inserted: dict[str, int] = {}
+        last = before[0][4]  # the entries take the seqs after it, in the order of ``blobs``
         entries = list(blobs.items())
         for start in range(0, len(entries), ROWS_PER_INSERT):
             chunk = entries[start : start + ROWS_PER_INSERT]
             rows: dict[str, object] = dict(shared)
-            for (recipient_bind, blob_bind), (recipient, blob) in zip(ROW_BINDS, chunk, strict=False):
-                rows[recipient_bind] = recipient  # chunk is no longer than ROW_BINDS
+            for (seq_bind, recipient_bind, blob_bind), (recipient, blob) in zip(
+                ROW_BINDS, chunk, strict=False
+            ):
+                last += 1
+                rows[seq_bind] = last  # chunk is no longer than ROW_BINDS
+                rows[recipient_bind] = recipient
                 rows[blob_bind] = bytearray(blob)  # see insert_rows
-            inserted.update(insert_rows(len(chunk)).rows(connection, **rows))
-        seqs = {recipient: (inserted[recipient], prev or 0) for recipient, prev, _ in before}
-        cutoffs = {recipient: dropped for recipient, _, dropped in before if dropped is not None}
-        if cutoffs:  # only queues at their cap: below it there is nothing to trim
-            TRIM.rows(connection, cutoffs=json.dumps(cutoffs))
+            insert_rows(len(chunk)).rows(connection, **rows)
+        first, prevs = before[0][4] + 1, {recipient: prev for recipient, prev, *_ in before}
+        seqs = {recipient: (first + n, prevs[recipient] or 0) for n, recipient in enumerate(recipients)}
+        _trim(tx, before)
     message = WakeUps(sender, type).message
     wake_ups = [
         (device_topic(recipient), message(*seqs[recipient], blob)) for recipient, blob in blobs.items()
     ]
     tx.emit(EnvelopesQueued(tuple(wake_ups)))  # one event for every device: one handler after commit
     return [seqs[recipient][0] for recipient in recipients]
+
+
+def _trim(tx: Tx, before: list[tuple[Any, ...]]) -> None:
+    """SQLite: trim the queues ``BEFORE`` found at their cap (below it there is nothing to trim):
+    a queue's only dropped entry by its seq, the entries of a queue over it (a cap lowered) by
+    their recipient's first dropped seq."""
+    drops: list[int] = []
+    cutoffs: dict[str, int] = {}
+    for recipient, _prev, dropped, single, _last in before:
+        if single:  # ``dropped`` is its oldest unpinned entry
+            drops.append(dropped)
+        elif dropped is not None:
+            cutoffs[recipient] = dropped
+    connection = tx.connection()
+    if drops:
+        DROP.rows(connection, seqs=json.dumps(drops))
+    if cutoffs:
+        TRIM.rows(connection, cutoffs=json.dumps(cutoffs))
 
 
 def enqueue(

@@ -2,9 +2,9 @@
 queue is the hot path, and building statements and SQLAlchemy's per-execution work cost more than
 running them. ``core.services.queue`` says when each runs.
 
-SQLite writes a send's entries in three statements (what each queue holds, the insert, the trim of
-the queues at their cap; a statement costs no round trip there); PostgreSQL in one, of
-data-modifying CTEs.
+SQLite writes a send's entries in three statements (what each queue holds and the last seq handed
+out, the insert of the entries with their seqs, the trim of the queues at their cap: a fourth when
+one is over it; a statement costs no round trip there); PostgreSQL in one, of data-modifying CTEs.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ from sqlalchemy import (
     insert,
     literal_column,
     select,
+    table,
     true,
+    type_coerce,
     values,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.sql.dml import ReturningInsert
+from sqlalchemy.sql.dml import Insert, ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType, UserDefinedType
 
@@ -82,21 +84,45 @@ def _before(
     return select(recipients.label("recipient"), prev.label("prev"), first_dropped.label("first_dropped"))
 
 
-# SQLite: the recipients as a JSON array, one read of what each queue holds before the write.
+def _last_seq() -> ColumnElement[int]:
+    """SQLite: the last seq handed out (0: none yet), the one ``AUTOINCREMENT`` would go on from:
+    the larger of the table's ``sqlite_sequence`` entry and its largest seq."""
+    handed_out = select(_SEQUENCE.c.seq).where(_SEQUENCE.c.name == _QUEUE.name).scalar_subquery()
+    largest = select(func.max(_QUEUE.c.seq)).scalar_subquery()
+    return func.max(func.coalesce(handed_out, 0), func.coalesce(largest, 0))
+
+
+def _single(*, pinned: bool) -> ColumnElement[int]:
+    """SQLite: whether the first dropped entry is the only one (``_counted_first_dropped``), 1 or
+    0 (or NULL) as it comes: typed as a boolean it would pass through a converter, a call a row."""
+    return type_coerce(_COUNTS.c.unpinned == _KEPT[pinned] + 1, Integer).label("single")
+
+
+# SQLite: the recipients as a JSON array, one read of what each queue holds before the write: per
+# recipient its newest seq, its first dropped one, whether that is its oldest unpinned entry and
+# the only one dropped (every write to a full queue: ``single``), and the last seq handed out (the
+# same on every row, read once), from which the insert numbers its entries itself.
 _JSON_RECIPIENTS = func.json_each(bindparam("recipients", type_=String)).table_valued("value")
 _COUNTED = _JSON_RECIPIENTS.outerjoin(_COUNTS, _COUNTS.c.device_id == _JSON_RECIPIENTS.c.value)
+_SEQUENCE = table("sqlite_sequence", column("name", String), column("seq", Integer))
 BEFORE = {
     pinned: PreparedStatement(
         _before(
             _JSON_RECIPIENTS.c.value,
             _latest_seq(_JSON_RECIPIENTS.c.value),
             _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned),
-        ).select_from(_COUNTED)
+        )
+        .add_columns(_single(pinned=pinned), _last_seq().label("last"))
+        .select_from(_COUNTED)
     )
     for pinned in (False, True)
 }
-# Then every queue at its cap trimmed by one DELETE: the JSON object maps each recipient to its
-# first dropped seq; it and its recipient's older unpinned entries go.
+# Then the queues at their cap trimmed: each one whose first dropped entry is the only one dropped
+# loses that entry, found by its seq (``DROP``: a JSON array of them); any other (a cap lowered)
+# by ``TRIM``, whose JSON object maps each recipient to its first dropped seq: it and its
+# recipient's older unpinned entries go.
+_JSON_SEQS = func.json_each(bindparam("seqs", type_=String)).table_valued("value")
+DROP = PreparedStatement(delete(_QUEUE).where(_QUEUE.c.seq.in_(select(_JSON_SEQS.c.value))))
 _JSON_CUTOFFS = func.json_each(bindparam("cutoffs", type_=String)).table_valued("key", "value")
 TRIM = PreparedStatement(
     delete(_QUEUE).where(
@@ -104,43 +130,53 @@ TRIM = PreparedStatement(
     )
 )
 
-ROWS_PER_INSERT = 100  # 205 parameters: below the 999 an older SQLite allows a statement
-ROW_BINDS = tuple((f"recipient_{n}", f"blob_{n}") for n in range(ROWS_PER_INSERT))  # row n's parameters
+ROWS_PER_INSERT = 100  # 305 parameters: below the 999 an older SQLite allows a statement
+# Row n's parameters: its seq, recipient and blob.
+ROW_BINDS = tuple((f"seq_{n}", f"recipient_{n}", f"blob_{n}") for n in range(ROWS_PER_INSERT))
+
+
+def _entries_from(columns: dict[str, ColumnElement[Any]]) -> Insert:
+    """Insert one entry a row of what ``columns`` (by the queue's column each fills) select, with
+    what the entries share bound once."""
+    return insert(_QUEUE).from_select(
+        [*columns, *_SHARED_COLUMNS],
+        select(
+            *columns.values(),
+            bindparam("sender", type_=String),
+            bindparam("type", type_=String),
+            bindparam("created_at", type_=Integer),
+            bindparam("expires_at", type_=Integer),
+            bindparam("tag", type_=String),
+        ),
+    )
 
 
 def _insert_entries(entries: FromClause) -> ReturningInsert[str, int]:
-    """Insert one entry a row of ``entries`` (its recipient and blob), with what they share bound
-    once; returning (recipient, seq) of each."""
-    return (
-        insert(_QUEUE)
-        .from_select(
-            ["recipient_device_id", "blob", *_SHARED_COLUMNS],
-            select(
-                entries.c.recipient,
-                entries.c.blob,
-                bindparam("sender", type_=String),
-                bindparam("type", type_=String),
-                bindparam("created_at", type_=Integer),
-                bindparam("expires_at", type_=Integer),
-                bindparam("tag", type_=String),
-            ),
-        )
-        .returning(_QUEUE.c.recipient_device_id, _QUEUE.c.seq)
-    )
+    """PostgreSQL: ``_entries_from`` the (recipient, blob) of each row of ``entries``, returning
+    (recipient, seq) of each."""
+    inserted = _entries_from({"recipient_device_id": entries.c.recipient, "blob": entries.c.blob})
+    return inserted.returning(_QUEUE.c.recipient_device_id, _QUEUE.c.seq)
 
 
 @lru_cache(maxsize=ROWS_PER_INSERT)
 def insert_rows(count: int) -> PreparedStatement:
-    """SQLite: one INSERT of ``count`` entries from a list of (recipient, blob) rows, returning
-    (recipient, seq) in no promised order (entries are inserted in the order of their rows). A
-    blob is bound as it is given, with no type's processing: a ``bytearray``, which the driver
-    binds without the adapter lookup it makes for ``bytes`` (and ``memoryview``, what
-    ``LargeBinary`` would pass), a third of the cost of binding a blob."""
-    binds: list[tuple[object, object]] = [
-        (bindparam(name), bindparam(blob, type_=NullType())) for name, blob in ROW_BINDS[:count]
+    """SQLite: one INSERT of ``count`` entries from a list of (seq, recipient, blob) rows, each with
+    the seq the caller gave it (``BEFORE``'s last seq and on: no ``RETURNING``, whose rows cost
+    more to hand back than the seqs cost to bind). A blob is bound as it is given, with no type's
+    processing: a ``bytearray``, which the driver binds without the adapter lookup it makes for
+    ``bytes`` (and ``memoryview``, what ``LargeBinary`` would pass), a third of the cost of
+    binding a blob."""
+    binds: list[tuple[object, ...]] = [
+        (bindparam(seq), bindparam(recipient), bindparam(blob, type_=NullType()))
+        for seq, recipient, blob in ROW_BINDS[:count]
     ]
-    entries = values(column("recipient", String), column("blob", NullType()), name="entries").data(binds)
-    return PreparedStatement(_insert_entries(entries.cte("entries")))
+    entries = values(
+        column("seq", Integer), column("recipient", String), column("blob", NullType()), name="entries"
+    ).data(binds)
+    rows = entries.cte("entries").c
+    return PreparedStatement(
+        _entries_from({"seq": rows.seq, "recipient_device_id": rows.recipient, "blob": rows.blob})
+    )
 
 
 class _RowAddress(UserDefinedType[str]):

@@ -1,5 +1,5 @@
 """``queue.enqueue_all``: one queue write for several devices, on each backend (PostgreSQL in one
-statement, SQLite in two or three), as if each device's entry had been queued alone: each names its
+statement, SQLite in two to four), as if each device's entry had been queued alone: each names its
 recipient's previous seq, and each queue keeps its newest 200 unpinned entries beside its pinned
 ones."""
 
@@ -9,6 +9,8 @@ import base64
 import json
 
 import pytest
+from sqlalchemy import delete
+from sqlmodel import col
 from starlette.testclient import TestClient
 
 from core.principal import Principal
@@ -19,7 +21,7 @@ from core.services.delivery import Addressee, send_server_messages
 from core.services.queue import QUEUE_CAP, enqueue_all
 from core.services.queue_statements import ROWS_PER_INSERT
 from core.services.queue_wake import CARRIED_MAX_CHARS, WakeUps
-from core.store.tables import Device
+from core.store.tables import Device, QueuedEnvelope
 from tests.helpers import queue_entries, register_phone
 
 
@@ -112,3 +114,23 @@ def test_a_server_message_goes_to_each_device_once(client: TestClient, core: Cor
     with pytest.raises(ValueError, match="each device once"):
         core.run_sync(send_twice, Principal.system(), device_id=device_id)
     assert stored(core, device_id) == []
+
+
+def test_a_seq_is_never_handed_out_twice(core: Core) -> None:
+    """SQLite numbers a write's entries itself, after the last seq handed out: a seq whose entry
+    is gone (the newest one deleted, then the whole queue) is not handed out again."""
+    system = Principal.system()
+    [first], _ = core.run_sync(put_all, system, blobs={"dev_a": b"{}"})
+    seqs, _ = core.run_sync(put_all, system, blobs={"dev_a": b"1", "dev_b": b"2"})
+    assert seqs == [first + 1, first + 2]
+    with core.engine.begin() as connection:
+        connection.execute(delete(QueuedEnvelope).where(col(QueuedEnvelope.seq) == seqs[1]))
+    [after_newest], _ = core.run_sync(put_all, system, blobs={"dev_b": b"3"})
+    with core.engine.begin() as connection:
+        connection.execute(delete(QueuedEnvelope))
+    later, wake_ups = core.run_sync(put_all, system, blobs={"dev_b": b"4", "dev_a": b"5"})
+    assert after_newest == seqs[1] + 1 and later == [after_newest + 1, after_newest + 2]
+    assert [json.loads(message)["prev"] for _, message in wake_ups] == [0, 0]
+    assert stored(core, "dev_b") == [(later[0], b"4", None)] and stored(core, "dev_a") == [
+        (later[1], b"5", None)
+    ]

@@ -52,7 +52,9 @@ class WebPushSubscription(BaseModel):
     auth: str = Field(min_length=1, max_length=64)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a send makes one a device, and a frozen dataclass's __init__ costs 3x (its
+# object.__setattr__ a field). Nothing changes one once made.
+@dataclass(slots=True)
 class PushTarget:
     """Where one device can be reached: built from its device row and push registrations by
     ``core.services.delivery.push_target`` (or, for a send, read with the account's devices).
