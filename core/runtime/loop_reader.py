@@ -13,18 +13,26 @@ hook sees one open and issues nothing) and is ended through SQLAlchemy.
 
 A read marked ``@reusable`` may be answered from what this reader kept of it instead: kept results
 are dropped whenever ``PRAGMA data_version`` says another connection has committed since (every
-write in this process, and any other process's, is another connection: this one only reads).
+write in this process, and any other process's, is another connection: this one only reads). The
+PRAGMA opens a read transaction, two ``fcntl`` calls on the WAL index, so it is not asked on every
+call: it is asked again after any commit of this process (every write goes through an ORM
+session, whose ``after_commit`` counts it in ``COMMITS`` once it has landed), and otherwise at most
+every ``VERSION_CHECK_S`` for another process's commits (the CLI's, say: a device it revokes stops
+being listed within that time; its credentials are not kept here but in ``core.credentials``).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 import anyio
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from core.principal import Principal
 from core.runtime.marks import reuse_key
@@ -36,7 +44,25 @@ SQLITE_BUSY = 5
 MAX_KEPT = 1024  # results kept at once (a key per operation, principal and arguments)
 NOT_KEPT = object()
 DATA_VERSION = "PRAGMA data_version"
+VERSION_CHECK_S = 0.01  # another process's commit drops what is kept within this long
 T = TypeVar("T")
+
+
+class _Commits:
+    """The commits of this process's sessions (any engine), counted once each has landed: a read
+    that begins after the count moved sees the commit."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()  # writer threads commit at once: no increment may be lost
+
+    def landed(self, _session: Session) -> None:
+        with self._lock:
+            self.count += 1
+
+
+COMMITS = _Commits()
+event.listen(Session, "after_commit", COMMITS.landed)
 
 
 class LoopReader:
@@ -49,6 +75,8 @@ class LoopReader:
         self._version_cursor: sqlite3.Cursor | None = None
         self._kept: dict[Hashable, Any] = {}
         self._kept_version: int | None = None  # the data_version the kept results were read at
+        self._checked_commits = -1  # COMMITS.count when data_version was last asked
+        self._check_due = 0.0  # time.monotonic() when it is to be asked again in any case
 
     async def connection(self) -> Connection:
         """The kept connection, opened on a worker thread the first time."""
@@ -76,12 +104,18 @@ class LoopReader:
             raise
 
     def kept(self, connection: Connection, key: Hashable) -> Any:
-        """The result kept for ``key`` if nothing was committed since it was read, else ``NOT_KEPT``."""
-        version = self._data_version(connection)
-        if version is None or version != self._kept_version:
-            self._kept.clear()
-            self._kept_version = version
-            return NOT_KEPT
+        """The result kept for ``key`` if nothing was committed since it was read (by this process:
+        at once; by another: as of ``VERSION_CHECK_S`` ago at most), else ``NOT_KEPT``."""
+        commits, now = COMMITS.count, time.monotonic()  # counted before asking: none is missed
+        if commits != self._checked_commits or now >= self._check_due:
+            version = self._data_version(connection)
+            if version is None or version != self._kept_version:
+                self._kept.clear()
+                self._kept_version = version
+            if version is None:  # busy: asked again next time
+                self._checked_commits = -1
+                return NOT_KEPT
+            self._checked_commits, self._check_due = commits, now + VERSION_CHECK_S
         try:
             return self._kept.get(key, NOT_KEPT)
         except TypeError:  # an argument that does not hash: nothing is kept for the call
@@ -112,6 +146,7 @@ class LoopReader:
     def close(self) -> None:
         self._kept.clear()
         self._kept_version = None
+        self._checked_commits = -1
         connection, self._connection, self._version_cursor = self._connection, None, None
         if connection is not None:
             connection.invalidate()  # not back to the pool: it does not wait when busy

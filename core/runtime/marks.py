@@ -34,9 +34,10 @@ def quick_read(op: F) -> F:
 def reusable(op: F) -> F:
     """Mark a ``@quick_read`` whose result depends on nothing but the database, the principal and
     the arguments (not the clock) and is never changed by its callers: on a SQLite file, the same
-    call is answered with the result kept from the last one while the database is unchanged (the
-    loop's connection asks SQLite whether anything was committed since, which costs less than the
-    read). Nothing is kept for a call whose arguments cannot be hashed."""
+    call is answered with the result kept from the last one while the database is unchanged (after
+    any commit of this process, and every few ms for other processes', the loop's connection asks
+    SQLite whether anything was committed since: ``core.runtime.loop_reader``). Nothing is kept for
+    a call whose arguments cannot be hashed."""
     setattr(op, REUSABLE_MARK, True)
     return op
 
