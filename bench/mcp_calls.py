@@ -13,8 +13,9 @@ tuned after start-up, as ``relaybox serve`` runs:
   every call carries a real access token through the auth gate (verification, audience, scopes) and
   asks the core for the account's devices. Nothing is written during the rounds (but for the
   grant's last-use note now and then), so the device read is mostly answered from what the loop's
-  reader kept (``@reusable``: SQLite's ``data_version`` is checked on every call); traffic that
-  writes between two calls pays for the read.
+  reader kept (``@reusable``: SQLite's ``data_version`` is asked after this process's commits and
+  every 10 ms, ``core/runtime/loop_reader.py``); traffic that writes between two calls pays for
+  the read.
 - bare: ``baselines.py mcp``: an ``MCPServer`` with one ``list_devices`` tool that returns a fixed
   listing of the same shape, mounted the same way (``streamable_http_app``, the same
   transport-security settings), without auth or storage, served with relaybox's server class and
