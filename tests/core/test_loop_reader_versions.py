@@ -45,7 +45,7 @@ async def test_a_kept_read_is_dropped_when_another_process_commits(running: Core
     assert database is not None
     with anyio.fail_after(60):
         await anyio.run_process([sys.executable, "-c", DELETE_DEVICES, database], check=True)
-    await anyio.sleep(VERSION_CHECK_S)  # no commit of this process tells: data_version is asked by then
+    await anyio.sleep(2 * VERSION_CHECK_S)  # no commit of this process tells: data_version is asked by then
     assert await running.run(count, Principal.system()) == 0
     assert len(ran) == 2
 
@@ -111,7 +111,7 @@ async def reader_after_a_read(running: Core) -> tuple[LoopReader, Connection, Ca
 async def test_a_busy_version_check_answers_nothing_kept_and_keeps_the_reader(running: Core) -> None:
     reader, connection, _ = await reader_after_a_read(running)
     reader._version_cursor = FailingCursor(sqlite_error(SQLITE_BUSY))  # type: ignore[assignment]
-    await anyio.sleep(VERSION_CHECK_S)  # the check is due
+    await anyio.sleep(2 * VERSION_CHECK_S)  # the check is due
     assert reader.kept(connection, ("any key",)) is NOT_KEPT
     assert reader.opened is connection
 
@@ -119,7 +119,7 @@ async def test_a_busy_version_check_answers_nothing_kept_and_keeps_the_reader(ru
 async def test_a_failing_version_check_closes_the_reader_and_the_next_read_opens_it(running: Core) -> None:
     reader, connection, count = await reader_after_a_read(running)
     reader._version_cursor = FailingCursor(sqlite_error(10))  # type: ignore[assignment]  # SQLITE_IOERR
-    await anyio.sleep(VERSION_CHECK_S)  # the check is due
+    await anyio.sleep(2 * VERSION_CHECK_S)  # the check is due
     with pytest.raises(OperationalError):
         reader.kept(connection, ("any key",))
     assert not reader.is_open
