@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import String, bindparam, func, select
+from sqlalchemy import Connection, String, bindparam, func, select
 from sqlalchemy.dialects import postgresql
 
 from core.runtime.events import EnvelopesQueued, device_topic
@@ -70,7 +70,9 @@ def enqueue_all(
         seqs = {recipient: (seq, prev or 0) for recipient, seq, prev in written}
     else:  # SQLite: no data-modifying CTEs, and a statement costs no round trip
         before = BEFORE[pinned].rows(connection, recipients=json.dumps(recipients))
-        last = before[0][4]  # the entries take the seqs after it, in the order of ``blobs``
+        first = before[0][4] + 1  # the entries take the seqs after the last one handed out, in order
+        prevs = {recipient: prev for recipient, prev, *_ in before}
+        seqs = {recipient: (first + n, prevs[recipient] or 0) for n, recipient in enumerate(recipients)}
         entries = list(blobs.items())
         for start in range(0, len(entries), ROWS_PER_INSERT):
             chunk = entries[start : start + ROWS_PER_INSERT]
@@ -78,14 +80,11 @@ def enqueue_all(
             for (seq_bind, recipient_bind, blob_bind), (recipient, blob) in zip(
                 ROW_BINDS, chunk, strict=False
             ):
-                last += 1
-                rows[seq_bind] = last  # chunk is no longer than ROW_BINDS
+                rows[seq_bind] = seqs[recipient][0]  # chunk is no longer than ROW_BINDS
                 rows[recipient_bind] = recipient
                 rows[blob_bind] = bytearray(blob)  # see insert_rows
             insert_rows(len(chunk)).rows(connection, **rows)
-        first, prevs = before[0][4] + 1, {recipient: prev for recipient, prev, *_ in before}
-        seqs = {recipient: (first + n, prevs[recipient] or 0) for n, recipient in enumerate(recipients)}
-        _trim(tx, before)
+        _trim(connection, before)
     message = WakeUps(sender, type).message
     wake_ups = [
         (device_topic(recipient), message(*seqs[recipient], blob)) for recipient, blob in blobs.items()
@@ -94,7 +93,7 @@ def enqueue_all(
     return [seqs[recipient][0] for recipient in recipients]
 
 
-def _trim(tx: Tx, before: list[tuple[Any, ...]]) -> None:
+def _trim(connection: Connection, before: list[tuple[Any, ...]]) -> None:
     """SQLite: trim the queues ``BEFORE`` found at their cap (below it there is nothing to trim):
     a queue's only dropped entry by its seq, the entries of a queue over it (a cap lowered) by
     their recipient's first dropped seq."""
@@ -105,7 +104,6 @@ def _trim(tx: Tx, before: list[tuple[Any, ...]]) -> None:
             drops.append(dropped)
         elif dropped is not None:
             cutoffs[recipient] = dropped
-    connection = tx.connection()
     if drops:
         DROP.rows(connection, seqs=json.dumps(drops))
     if cutoffs:
