@@ -28,7 +28,8 @@ from core.credentials import CredentialCache
 from core.principal import Principal
 from core.runtime.after_commit import AfterCommit
 from core.runtime.events import Deferred
-from core.runtime.group_commit import MAX_GROUP, MAX_GROUP_POSTGRES, GroupCommitter, Write, write_group
+from core.runtime.group_commit import MAX_GROUP, MAX_GROUP_POSTGRES, Write, write_group
+from core.runtime.group_writers import WRITERS_POSTGRES, GroupWriters
 from core.runtime.loop_reader import LoopReader, read_on_loop
 from core.runtime.marks import is_group_commit, is_quick_read
 from core.runtime.presence import Presence
@@ -77,10 +78,13 @@ class Core:
         self.after_commit = AfterCommit(self)
         self._tasks: TaskGroup | None = None
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
-        # Hot writes under load share transactions (``core.runtime.group_commit``).
-        self._group = GroupCommitter(
+        # Hot writes under load share transactions (``core.runtime.group_commit``); on PostgreSQL
+        # several writers, each for a share of the accounts (``core.runtime.group_writers``).
+        on_sqlite = self._sqlite_writer is not None
+        self.group_writers = GroupWriters(
             functools.partial(write_group, engine, self._sqlite_writer, self._tx),
-            max_group=MAX_GROUP if self._sqlite_writer is not None else MAX_GROUP_POSTGRES,
+            writers=1 if on_sqlite else WRITERS_POSTGRES,
+            max_group=MAX_GROUP if on_sqlite else MAX_GROUP_POSTGRES,
         )
         # What /readyz checks, by name; bootstrap adds one per external service (Redis).
         self.readiness_probes: dict[str, ReadinessProbe] = {"database": self._database_ready}
@@ -97,7 +101,7 @@ class Core:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self.credentials.follow, self.fanout)
-        self._tasks.start_soon(self._group.write_forever)
+        self._tasks.start_soon(self.group_writers.write_forever)
         if self.loop_reader is not None:  # a SQLite file
             self._tasks.start_soon(self._checkpoint_forever)
         return self
@@ -158,8 +162,9 @@ class Core:
                 read = await read_on_loop(self.loop_reader, self._tx, self._running, op, principal, args, kw)
             if read is not None:
                 result, events = read
-            elif self._group.running and is_group_commit(op) and self.waits.in_loop():
-                result, events = await self._group.submit(Write(op, principal, args, kw))
+            elif self.group_writers.running and is_group_commit(op) and self.waits.in_loop():
+                writer = self.group_writers.for_account(principal.account_id)
+                result, events = await writer.submit(Write(op, principal, args, kw))
             else:
                 result, events = await anyio.to_thread.run_sync(
                     run_in_transaction, self.engine, self._sqlite_writer, self._tx, op, principal, args, kw

@@ -6,9 +6,9 @@ COMMIT (on PostgreSQL two round trips, on SQLite the write lock) — is paid onc
 instead. On SQLite, with one writer at a time, every write waits for the lock anyway. On
 PostgreSQL the writes of one account (a send, a relay) lock the same device rows
 (``core.services.delivery.lock_recipients``): apart, each waits for the one before it to commit,
-holding a worker thread and a pooled connection; together, they take the locks once. One task
-writes the groups, one after another: every write queued while a group is in the database goes
-into the next one (at most ``MAX_GROUP``, on PostgreSQL ``MAX_GROUP_POSTGRES``). A write that
+holding a worker thread and a pooled connection; together, they take the locks once. A writer
+(one task) writes its groups one after another: every write queued while a group is in the database
+goes into the next one (at most ``MAX_GROUP``, on PostgreSQL ``MAX_GROUP_POSTGRES``). A write that
 arrives while nothing is being written goes at once, in a group of one, as a worker-thread
 transaction would, so nothing waits for company.
 
@@ -120,7 +120,7 @@ class GroupCommitter:
         return write.result, write.events
 
     async def write_forever(self) -> None:
-        """The one task that writes the groups; runs inside the Core's task group."""
+        """The task that writes this writer's groups (``core.runtime.group_writers`` runs each)."""
         self.running = True
         try:
             while True:
