@@ -43,8 +43,7 @@ class GroupWriters:
     def for_account(self, account_id: str) -> GroupCommitter:
         """The writer of ``account_id``'s writes: always the same one in this process (the string's
         hash, fixed for the process's life), so an account's writes keep their order."""
-        committers = self._committers
-        return committers[hash(account_id) % len(committers)] if len(committers) > 1 else committers[0]
+        return self._committers[hash(account_id) % len(self._committers)]
 
     async def write_forever(self) -> None:
         """Run every writer (in the Core's task group); each fails its own queued writes when stopped."""
