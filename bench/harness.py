@@ -130,13 +130,19 @@ def logging_settings(access_log: bool) -> dict[str, str]:
     return {"RELAYBOX_LOG_FORMAT": "text", "RELAYBOX_LOG_LEVEL": "info" if access_log else "warning"}
 
 
+# The checkout this bench belongs to: its servers import relaybox from here.
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
 def server_env(data_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
-    """The inherited environment minus any RELAYBOX_* setting, plus the run's ``settings``; a
-    relative ``PYTHONPATH`` (``PYTHONPATH=. bench/send.py`` in a checkout) made absolute, so the
-    servers run the code of the checkout the bench was started in."""
+    """The inherited environment minus any RELAYBOX_* setting, plus the run's ``settings``, with
+    this bench's checkout first on ``PYTHONPATH`` (any inherited entries made absolute after it).
+    The servers run in the work dir, so without it ``python -m app.cli`` would import relaybox from
+    wherever the virtualenv's editable install points: a bench run from a second worktree sharing
+    one virtualenv would measure the first worktree's code."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("RELAYBOX_")}
-    if env.get("PYTHONPATH"):  # the server runs in the work dir: a relative entry would point there
-        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
+    inherited = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(CHECKOUT), *inherited])
     env.update(settings)
     env["RELAYBOX_DATA_DIR"] = str(data_dir)
     env["PYTHONUNBUFFERED"] = "1"
