@@ -79,7 +79,7 @@ class Core:
         self._tasks: TaskGroup | None = None
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
         # Hot writes under load share transactions (``core.runtime.group_commit``); on PostgreSQL
-        # several writers, each for a share of the accounts (``core.runtime.group_writers``).
+        # spare writers for when a group is held up (``core.runtime.group_writers``).
         on_sqlite = self._sqlite_writer is not None
         self.group_writers = GroupWriters(
             functools.partial(write_group, engine, self._sqlite_writer, self._tx),
@@ -163,8 +163,7 @@ class Core:
             if read is not None:
                 result, events = read
             elif self.group_writers.running and is_group_commit(op) and self.waits.in_loop():
-                writer = self.group_writers.for_account(principal.account_id)
-                result, events = await writer.submit(Write(op, principal, args, kw))
+                result, events = await self.group_writers.submit(Write(op, principal, args, kw))
             else:
                 result, events = await anyio.to_thread.run_sync(
                     run_in_transaction, self.engine, self._sqlite_writer, self._tx, op, principal, args, kw

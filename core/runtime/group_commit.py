@@ -106,6 +106,8 @@ class GroupCommitter:
         # costs microseconds to make).
         self._written = anyio.Event()
         self.running = False
+        # When the group in the database began (``time.monotonic()``), or None while none is.
+        self.writing_since: float | None = None
 
     async def submit(self, write: Write) -> tuple[Any, list[Event]]:
         """Queue ``write`` for the next group and wait until it is written. Once queued it is
@@ -129,10 +131,13 @@ class GroupCommitter:
                 while self._queued:
                     self._writing = self._queued[: self._max_group]
                     del self._queued[: self._max_group]
+                    self.writing_since = time.monotonic()
                     try:
                         await anyio.to_thread.run_sync(self._write_group, self._writing)
                     except Exception as error:  # not expected: each outcome is recorded on its write
                         self._settle(self._writing, error)
+                    finally:
+                        self.writing_since = None
                     self._settle(self._writing, RuntimeError("the group writer recorded no outcome"))
                     self._writing = []
         finally:

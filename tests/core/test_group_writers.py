@@ -1,8 +1,12 @@
-"""Several group writers per process on PostgreSQL: writes for different accounts are written side
-by side (one account's blocked write holds up no other account's), while one account's writes all
-go through one writer, in the order they were submitted."""
+"""Several group writers per process on PostgreSQL: one writes while none is held up (so writes go
+in the largest groups), a spare takes other accounts' writes while a group is held up (one
+account's blocked write holds up no other account's), and one account's writes all go through one
+writer, in the order they were submitted."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import anyio
 import anyio.lowlevel
@@ -12,7 +16,7 @@ from sqlalchemy import text
 from core.principal import Principal
 from core.runtime.core import Core
 from core.runtime.group_commit import Write
-from core.runtime.group_writers import WRITERS_POSTGRES, GroupWriters
+from core.runtime.group_writers import HELD_UP_AFTER_S, WRITERS_POSTGRES, GroupWriters
 from core.services.relay import read_queue
 from tests.core.pairs import Pair, paired
 from tests.core.test_group_commit_postgres import quick_write
@@ -26,52 +30,82 @@ def principal(account_id: str) -> Principal:
     )
 
 
-async def test_an_accounts_writes_go_through_one_writer_in_the_order_submitted() -> None:
-    written: list[tuple[str, int]] = []
+class RecordedGroups:
+    """A ``write_group`` that records what it wrote, how many groups were in the database at once,
+    and holds every group with a write of ``held`` until ``release``."""
 
-    def write_group(writes: list[Write]) -> None:
-        for write in writes:
-            written.append((write.principal.account_id, write.args[0]))
-            write.succeeded(None, [])
+    def __init__(self, held: str = "") -> None:
+        self.held, self.release = held, threading.Event()
+        self.written: list[tuple[str, int]] = []
+        self.in_database = self.most_in_database = 0
+        self._lock = threading.Lock()
 
-    writers = GroupWriters(write_group, writers=4, max_group=8)
+    def __call__(self, writes: list[Write]) -> None:
+        with self._lock:
+            self.in_database += 1
+            self.most_in_database = max(self.most_in_database, self.in_database)
+        if any(write.principal.account_id == self.held for write in writes):
+            assert self.release.wait(5)
+        time.sleep(0.002)  # a round trip: later writes queue meanwhile
+        with self._lock:
+            self.in_database -= 1
+            for write in writes:
+                self.written.append((write.principal.account_id, write.args[0]))
+                write.succeeded(None, [])
+
+    def numbers(self, account: str) -> list[int]:
+        return [number for written_for, number in self.written if written_for == account]
+
+
+async def submit_all(writers: GroupWriters, writes: list[tuple[str, int]]) -> None:
+    async with anyio.create_task_group() as submitting:
+        for account, number in writes:
+            submitting.start_soon(writers.submit, Write(lambda: None, principal(account), (number,), {}))
+            await anyio.lowlevel.checkpoint()  # submitted in this order
+
+
+async def test_while_no_group_is_held_up_one_writer_writes_every_account_in_order() -> None:
+    groups = RecordedGroups()
+    writers = GroupWriters(groups, writers=4, max_group=8)
     accounts = [f"account-{n}" for n in range(8)]
-    assert all(writers.for_account(a) is writers.for_account(a) for a in accounts)  # fixed for the process
-    assert len({id(writers.for_account(a)) for a in accounts}) > 1  # spread over several
-
     async with anyio.create_task_group() as group:
         group.start_soon(writers.write_forever)
         await anyio.sleep(0.01)
         assert writers.running
-        async with anyio.create_task_group() as submitting:
-            for number in range(40):
-                account = accounts[number % len(accounts)]
-                write = Write(lambda: None, principal(account), (number,), {})
-                submitting.start_soon(writers.for_account(account).submit, write)
-                await anyio.lowlevel.checkpoint()  # submitted in this order
+        await submit_all(writers, [(accounts[number % 8], number) for number in range(40)])
         group.cancel_scope.cancel()
 
     assert not writers.running
+    assert groups.most_in_database == 1  # not spread over the writers: groups as large as one writer makes
     for account in accounts:
-        numbers = [number for written_for, number in written if written_for == account]
+        numbers = groups.numbers(account)
         assert numbers == sorted(numbers) and len(numbers) == 5
 
 
-async def two_accounts_on_different_writers(core: Core) -> tuple[Pair, Pair]:
-    first = await paired(core)
-    for _ in range(12):  # each new account lands on another writer with odds (n-1)/n
-        second = await paired(core)
-        if core.group_writers.for_account(first.phone.account_id) is not core.group_writers.for_account(
-            second.phone.account_id
-        ):
-            return first, second
-    raise AssertionError("every account hashed to one writer")
+async def test_a_held_up_group_holds_its_accounts_writes_in_order_and_no_other_account() -> None:
+    groups = RecordedGroups(held="held")
+    writers = GroupWriters(groups, writers=2, max_group=8, held_up_after_s=0.05)
+    async with anyio.create_task_group() as group:
+        group.start_soon(writers.write_forever)
+        await anyio.sleep(0.01)
+        async with anyio.create_task_group() as held:
+            held.start_soon(submit_all, writers, [("held", 0)])
+            await anyio.sleep(0.1)  # its group is now held up
+            held.start_soon(submit_all, writers, [("held", 1)])
+            with anyio.fail_after(2):
+                await submit_all(writers, [("free", 2), ("other", 3), ("free", 4)])
+            assert groups.numbers("free") == [2, 4] and groups.numbers("other") == [3]
+            assert groups.numbers("held") == []
+            groups.release.set()
+        group.cancel_scope.cancel()
+
+    assert groups.numbers("held") == [0, 1]  # the second waited behind the first, on its writer
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # SQLite writers are serial
 async def test_an_account_whose_write_waits_on_a_lock_holds_up_no_other_account(running: Core) -> None:
     assert WRITERS_POSTGRES > 1
-    blocked, free = await two_accounts_on_different_writers(running)
+    blocked, free = await paired(running), await paired(running)
     blocked_device, free_device = blocked.computer.device_id, free.computer.device_id
     assert blocked_device is not None and free_device is not None
     outcomes: dict[str, int] = {}
@@ -85,7 +119,7 @@ async def test_an_account_whose_write_waits_on_a_lock_holds_up_no_other_account(
         elsewhere.execute(lock, {"a": blocked.phone.account_id})
         async with anyio.create_task_group() as group:
             group.start_soon(write, blocked, blocked_device, "blocked")
-            await anyio.sleep(0.1)  # its writer is now waiting on the lock
+            await anyio.sleep(HELD_UP_AFTER_S + 0.1)  # its writer is now held up, waiting on the lock
             assert "blocked" not in outcomes
 
             async def free_write() -> None:
