@@ -7,7 +7,7 @@ several writers, used in turn only as each is held up: a write goes to the first
 held up (whose group has been in the database less than ``HELD_UP_AFTER_S``); the others stay idle
 otherwise. Spreading writes over every writer all the time would split them into smaller groups,
 each paying its own transaction: with 16 accounts over four writers by a hash of the account,
-groups of about 3.5 writes against 14 with one writer, and about 0.45 ms more of the replica's
+groups of about 3.5 writes against 14 with one writer, and 0.4 to 0.8 ms more of the replica's
 CPU a send for no more sends/s (``docs/scaling.md``).
 
 While an account has a write queued or being written, its next writes go to the same writer, behind
@@ -64,7 +64,7 @@ class GroupWriters:
     async def submit(self, write: Write) -> tuple[Any, list[Event]]:
         """Queue ``write`` with its writer and wait until it is written (``GroupCommitter.submit``)."""
         account = write.principal.account_id
-        committer, unwritten = self._unwritten.get(account) or (self.free_writer(), 0)
+        committer, unwritten = self._unwritten.get(account) or (self._free_writer(), 0)
         self._unwritten[account] = committer, unwritten + 1
         try:
             return await committer.submit(write)
@@ -75,7 +75,7 @@ class GroupWriters:
             else:
                 self._unwritten[account] = committer, unwritten - 1
 
-    def free_writer(self) -> GroupCommitter:
+    def _free_writer(self) -> GroupCommitter:
         """The first writer not held up by its group in the database; the last when all are."""
         now = time.monotonic()
         for committer in self._committers[:-1]:

@@ -66,7 +66,9 @@ async def submit_all(writers: GroupWriters, writes: list[tuple[str, int]]) -> No
 
 async def test_while_no_group_is_held_up_one_writer_writes_every_account_in_order() -> None:
     groups = RecordedGroups()
-    writers = GroupWriters(groups, writers=4, max_group=8)
+    writers = GroupWriters(
+        groups, writers=4, max_group=8, held_up_after_s=1.0
+    )  # none is, even on a busy machine
     accounts = [f"account-{n}" for n in range(8)]
     async with anyio.create_task_group() as group:
         group.start_soon(writers.write_forever)
@@ -90,7 +92,7 @@ async def test_a_held_up_group_holds_its_accounts_writes_in_order_and_no_other_a
         await anyio.sleep(0.01)
         async with anyio.create_task_group() as held:
             held.start_soon(submit_all, writers, [("held", 0)])
-            await anyio.sleep(0.1)  # its group is now held up
+            await anyio.sleep(0.3)  # its group is now held up
             held.start_soon(submit_all, writers, [("held", 1)])
             with anyio.fail_after(2):
                 await submit_all(writers, [("free", 2), ("other", 3), ("free", 4)])
@@ -119,7 +121,7 @@ async def test_an_account_whose_write_waits_on_a_lock_holds_up_no_other_account(
         elsewhere.execute(lock, {"a": blocked.phone.account_id})
         async with anyio.create_task_group() as group:
             group.start_soon(write, blocked, blocked_device, "blocked")
-            await anyio.sleep(HELD_UP_AFTER_S + 0.1)  # its writer is now held up, waiting on the lock
+            await anyio.sleep(HELD_UP_AFTER_S + 0.2)  # its writer is now held up, waiting on the lock
             assert "blocked" not in outcomes
 
             async def free_write() -> None:
