@@ -28,7 +28,6 @@ from sqlalchemy import (
     literal_column,
     select,
     table,
-    true,
     type_coerce,
     values,
 )
@@ -80,7 +79,8 @@ def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> Co
 def _before(
     recipients: ColumnElement[str], prev: ColumnElement[int], first_dropped: ColumnElement[int]
 ) -> Select[str, int, int]:
-    """Per recipient: its newest seq and its first dropped one, before this write."""
+    """Per recipient: its newest seq and its first dropped entry (SQLite: its seq; PostgreSQL: its
+    address), before this write."""
     return select(recipients.label("recipient"), prev.label("prev"), first_dropped.label("first_dropped"))
 
 
@@ -216,6 +216,15 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     recipients are locked already (``lock_recipients``). Each part reads each recipient's queue in
     the recipient index alone (``_queue_of``).
 
+    The trim drops one entry a queue: the one at the cap, found from the newest end, by its address
+    (an entry is never updated, so its address is the one the statement's snapshot read; a TID scan,
+    where a join by seq may scan the whole table when the statistics say it is small). Every write
+    keeps its queue within the cap, so that entry is the oldest unpinned one. Nothing scans from the
+    oldest end: the entries dropped since the last vacuum stay there in the index, and a scan over
+    them (the trim until now) grew with every write between two vacuums (docs/scaling.md). A queue
+    further over the cap (one written before a lower cap) keeps its excess until it expires
+    (docs/protocol.md).
+
     The arrays are read through scalar subqueries so the planner never sees their length: with
     them in plain sight every execution was planned afresh (a custom plan for 2 rows always costs
     less than the generic one for unknown arrays), about 0.2 ms of PostgreSQL CPU a send; hidden,
@@ -230,25 +239,16 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     )
     recipient = entries.c.recipient
     prev = select(_QUEUE.c.seq).where(_queue_of(_QUEUE, recipient)).order_by(*_newest_first(_QUEUE)).limit(1)
-    first_dropped = (
-        select(_OLDER.c.seq)
+    at_cap: Select[Any] = (  # the entry the write pushes over the cap, by its address
+        select(literal_column("older.ctid"))
+        .select_from(_OLDER)
         .where(*_unpinned_of(recipient))
         .order_by(*_newest_first(_OLDER))
         .offset(_KEPT[pinned])
         .limit(1)
     )
-    before = _before(recipient, prev.scalar_subquery(), first_dropped.scalar_subquery()).cte("before")
-    dropped = (  # per recipient, its first dropped entry and its older unpinned ones
-        select(literal_column("older.ctid").label("row"))
-        .select_from(_OLDER)
-        .where(*_unpinned_of(before.c.recipient), _OLDER.c.seq <= before.c.first_dropped)
-        .order_by(_OLDER.c.recipient_device_id, _OLDER.c.seq)  # kept apart: not flattened into a join
-        .lateral("dropped")
-    )
-    # Deleted by their row addresses, as one array (an entry is never updated, so its address is
-    # the one the statement's snapshot read): a TID scan, where a join by seq (or by a subquery of
-    # addresses) may scan the whole table when the statistics say it is small.
-    addresses = select(func.array_agg(dropped.c.row)).select_from(before).join(dropped, true())
+    before = _before(recipient, prev.scalar_subquery(), at_cap.scalar_subquery()).cte("before")
+    addresses = select(func.array_agg(before.c.first_dropped))
     trimmed = (
         delete(_QUEUE)
         .where(
