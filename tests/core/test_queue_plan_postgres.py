@@ -106,8 +106,22 @@ def _blocks_read(connection: Connection, devices: list[str]) -> int:
     return sum(scan["Shared Hit Blocks"] + scan["Shared Read Blocks"] for scan in scans)
 
 
+_PLANNED_AS_A_BITMAP = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known (docs/scaling.md): analyzed with many dead entries and no vacuum, the walk to the entry at"
+    " the cap is planned as a bitmap scan of every entry of the recipient, sorted; a kept count per queue"
+    " would remove the walk",
+)
+
+
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
-def test_a_write_reads_no_more_for_the_entries_trimmed_before_it(client: TestClient, core: Core) -> None:
+@pytest.mark.parametrize(
+    ("writes", "analyzed"), [(600, False), pytest.param(3000, True, marks=_PLANNED_AS_A_BITMAP)]
+)
+def test_a_write_reads_no_more_for_the_entries_trimmed_before_it(
+    client: TestClient, core: Core, writes: int, analyzed: bool
+) -> None:
     """Every write to a full queue drops an entry, which stays in the recipient index, marked dead, until
     a vacuum (a default server's comes once a fifth of the table is dead; this machine's never). A write
     finds the entry at the cap from the newest end, so what it reads does not grow with them; a scan from
@@ -117,6 +131,8 @@ def test_a_write_reads_no_more_for_the_entries_trimmed_before_it(client: TestCli
     with core.engine.connect() as connection:
         _fill(connection, devices, QUEUE_CAP + 20)
         before = _blocks_read(connection, devices)
-        _fill(connection, devices, 600)
+        _fill(connection, devices, writes)
+        if analyzed:
+            connection.exec_driver_sql("ANALYZE queued_envelopes")  # as autovacuum does between vacuums
         after = _blocks_read(connection, devices)
     assert after <= before * 1.2 + 10, (before, after)
