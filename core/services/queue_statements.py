@@ -25,6 +25,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal,
     literal_column,
     select,
     table,
@@ -77,8 +78,8 @@ def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> Co
 
 
 def _before(
-    recipients: ColumnElement[str], prev: ColumnElement[int], first_dropped: ColumnElement[int]
-) -> Select[str, int, int]:
+    recipients: ColumnElement[str], prev: ColumnElement[int], first_dropped: ColumnElement[Any]
+) -> Select[str, int, Any]:
     """Per recipient: its newest seq and its first dropped entry (SQLite: its seq; PostgreSQL: its
     address), before this write."""
     return select(recipients.label("recipient"), prev.label("prev"), first_dropped.label("first_dropped"))
@@ -216,7 +217,9 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     recipients are locked already (``lock_recipients``). Each part reads each recipient's queue in
     the recipient index alone (``_queue_of``).
 
-    The trim drops one entry a queue: the one at the cap, found from the newest end, by its address
+    The trim drops one entry a queue: the one at the cap, found from the newest end by
+    ``relaybox_queue_entry_at_cap`` (migration 0017: inline, the walk's plan became a bitmap scan of
+    every entry of the recipient once the table was analyzed between two vacuums), by its address
     (an entry is never updated, so its address is the one the statement's snapshot read; a TID scan,
     where a join by seq may scan the whole table when the statistics say it is small). Every write
     keeps its queue within the cap, so that entry is the oldest unpinned one. Nothing scans from the
@@ -239,15 +242,9 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     )
     recipient = entries.c.recipient
     prev = select(_QUEUE.c.seq).where(_queue_of(_QUEUE, recipient)).order_by(*_newest_first(_QUEUE)).limit(1)
-    at_cap: Select[Any] = (  # the entry the write pushes over the cap, by its address
-        select(literal_column("older.ctid"))
-        .select_from(_OLDER)
-        .where(*_unpinned_of(recipient))
-        .order_by(*_newest_first(_OLDER))
-        .offset(_KEPT[pinned])
-        .limit(1)
-    )
-    before = _before(recipient, prev.scalar_subquery(), at_cap.scalar_subquery()).cte("before")
+    # The entry the write pushes over the cap, by its address (migration 0017 says why a function).
+    at_cap = func.relaybox_queue_entry_at_cap(recipient, literal(_KEPT[pinned], Integer), type_=_RowAddress())
+    before = _before(recipient, prev.scalar_subquery(), at_cap).cte("before")
     addresses = select(func.array_agg(before.c.first_dropped))
     trimmed = (
         delete(_QUEUE)
