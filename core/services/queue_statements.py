@@ -197,13 +197,9 @@ def _queue_of(table: FromClause, recipient: ColumnElement[str]) -> ColumnElement
     where each step then reads every other queue's newest entries and, between two vacuums, their
     dead versions (a send's queue write read ~1,000 buffers instead of ~100 on an analyzed database
     of four queues at their cap). A range cannot be folded, so only the recipient index serves it,
-    whatever the statistics say (``tests/core/test_queue_plan_postgres.py``)."""
+    whatever the statistics say (``tests/core/test_queue_plan_postgres.py``; migration 0017's
+    function walks the same range)."""
     return table.c.recipient_device_id.between(recipient, recipient)
-
-
-def _unpinned_of(recipient: ColumnElement[str]) -> tuple[ColumnElement[bool], ...]:
-    """PostgreSQL: the conditions for ``recipient``'s unpinned entries in ``_OLDER`` (``_queue_of``)."""
-    return _queue_of(_OLDER, recipient), _OLDER.c.tag.is_(None)
 
 
 def _newest_first(table: FromClause) -> tuple[ColumnElement[str], ColumnElement[int]]:
@@ -214,8 +210,8 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     """PostgreSQL: every device's insert, its newest seq before it and its trim as one statement,
     in data-modifying CTEs over the recipients and blobs as arrays. All parts read the snapshot
     from before the insert (hence the first dropped entry leaves room for the new one); the
-    recipients are locked already (``lock_recipients``). Each part reads each recipient's queue in
-    the recipient index alone (``_queue_of``).
+    recipients are locked already (``lock_recipients``). The newest seq is read in the recipient
+    index alone (``_queue_of``), as is the walk to the entry at the cap, in its function.
 
     The trim drops one entry a queue: the one at the cap, found from the newest end by
     ``relaybox_queue_entry_at_cap`` (migration 0017: inline, the walk's plan became a bitmap scan of
