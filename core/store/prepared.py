@@ -30,6 +30,9 @@ class _Compiled:
     defaults: dict[str, Any]  # binds that carry their own value (``where(x == 5)``)
     bind_processors: dict[str, Processor]
     result_processors: tuple[Processor | None, ...] | None  # None: every value is used as it comes
+    # Whether it answers rows (a select, a ``returning``): known here, so that no execution asks
+    # the cursor (psycopg builds the columns' descriptions afresh each time it is asked).
+    returns_rows: bool
 
     @classmethod
     def of(cls, statement: Statement, dialect: Dialect) -> _Compiled:
@@ -52,6 +55,7 @@ class _Compiled:
             defaults={name: bind.effective_value for name, bind in binds.items() if not bind.required},
             bind_processors=bind_processors,
             result_processors=results if any(results) else None,
+            returns_rows=bool(results),
         )
 
     def parameters(self, given: dict[str, Any]) -> Sequence[Any] | dict[str, Any]:
@@ -82,7 +86,7 @@ class PreparedStatement:
         try:
             cursor = dbapi_connection.cursor()
             cursor.execute(compiled.sql, parameters)
-            rows: list[tuple[Any, ...]] = list(cursor.fetchall()) if cursor.description is not None else []
+            rows: list[tuple[Any, ...]] = list(cursor.fetchall()) if compiled.returns_rows else []
         except dialect.loaded_dbapi.Error as error:
             raise driver_error(connection, compiled.sql, parameters, error, cursor) from error
         finally:

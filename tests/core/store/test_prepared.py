@@ -147,6 +147,16 @@ def test_an_insert_runs_inside_the_callers_transaction(engine: Engine, probe: Ta
             assert count.scalar(connection) == 3
 
 
+def test_a_returning_write_answers_its_rows_and_a_plain_one_none(engine: Engine, probe: Table) -> None:
+    """Whether a statement answers rows is told by the statement, not asked of the cursor: a write
+    with ``returning`` answers them, one without answers an empty list (psycopg would refuse a fetch)."""
+    insert = probe.insert().values(name=bindparam("name"), number=bindparam("number"))
+    inserted = PreparedStatement(insert.returning(probe.c.number))
+    with engine.begin() as connection:
+        assert inserted.rows(connection, name="e", number=7) == [(7,)]
+        assert PreparedStatement(probe.delete().where(probe.c.number == 7)).rows(connection) == []
+
+
 def test_a_lost_connection_is_invalidated_and_means_unavailable(postgres_database: str) -> None:
     engine = make_engine(postgres_database)  # a SQLite file has no connection to lose
     with engine.connect() as killer, engine.connect() as victim:
