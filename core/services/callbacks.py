@@ -86,6 +86,7 @@ def on_answered(tx: Tx, interaction_id: str) -> None:
             last_status=None,
             last_error=None,
         )
+        .execution_options(synchronize_session=False)  # the answer's session holds no callback row
     )
     if getattr(switched, "rowcount", 0) == 1:
         tx.emit(Published(CALLBACKS_TOPIC, str(now)))

@@ -190,6 +190,9 @@ def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, bod
             col(Interaction.expires_at) > now,
         )
         .values(choice_index=body.choice_index, answered_at=now, answer_text=sealed)
+        # ``row`` is refreshed just below, whatever the outcome: matching the update's criteria
+        # against the session's objects and setting its values on them would be done twice.
+        .execution_options(synchronize_session=False)
     )
     if getattr(won, "rowcount", 0) != 1:
         tx.session.refresh(row)
