@@ -96,7 +96,9 @@ def offered(world: World, data: bytes) -> Offer:
     sent = send_file(world.computer_path, world.computer, source, transport=world.transport)
     state = world.phone
     opener = Opener(world.phone_path, state)
-    with SyncFollower(state.server, state.device_token, after=0, idle=0.5) as follower:
+    # It returns at the offer; the idle bound only ends a stream that never brings it (0.5 s was
+    # passed once by a loaded CI run in a slow hour, the offer on its way).
+    with SyncFollower(state.server, state.device_token, after=0, idle=5.0) as follower:
         for item in follower.events():
             opened = opener.open(item) if isinstance(item, SyncEvent) else None
             if isinstance(opened, Received) and opened.payload.get("transfer_id") == sent.transfer_id:
