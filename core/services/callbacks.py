@@ -13,9 +13,6 @@ it again.
 
 from __future__ import annotations
 
-from sqlalchemy import update
-from sqlmodel import col
-
 from core.domain.secrets import new_prefixed_id
 from core.domain.webhooks import callback_host, new_secret_text, plainly_private, url_problem
 from core.errors import RelayError
@@ -23,6 +20,7 @@ from core.runtime.events import Published
 from core.runtime.tx import Tx
 from core.server_keys import ServerKeys
 from core.services.interaction_models import CallbackStatus
+from core.services.interaction_statements import SWITCH_TO_ANSWERED
 from core.settings import Settings
 from core.store.tables import Interaction, InteractionCallback
 
@@ -71,24 +69,10 @@ def on_answered(tx: Tx, interaction_id: str) -> None:
     """The question was answered: its callback, if it has one, now tells of the answer, at once,
     as a new event (a webhook-id of its own)."""
     now = tx.now()
-    switched = tx.session.execute(
-        update(InteractionCallback)
-        .where(
-            col(InteractionCallback.interaction_id) == interaction_id,
-            col(InteractionCallback.due_at).is_not(None),
-        )
-        .values(
-            event="answered",
-            webhook_id=new_prefixed_id("evt"),
-            due_at=now,
-            claim=None,
-            attempts=0,
-            last_status=None,
-            last_error=None,
-        )
-        .execution_options(synchronize_session=False)  # the answer's session holds no callback row
+    switched = SWITCH_TO_ANSWERED.rows(
+        tx.connection(), interaction_id=interaction_id, webhook_id=new_prefixed_id("evt"), now=now
     )
-    if getattr(switched, "rowcount", 0) == 1:
+    if switched:
         tx.emit(Published(CALLBACKS_TOPIC, str(now)))
 
 
@@ -97,9 +81,16 @@ def status_of(tx: Tx, interaction_id: str) -> CallbackStatus | None:
     row = tx.session.get(InteractionCallback, interaction_id)
     if row is None:
         return None
-    state = (
-        "delivered" if row.delivered_at is not None else "failed" if row.failed_at is not None else "pending"
-    )
-    return CallbackStatus(
-        state=state, attempts=row.attempts, last_error=row.last_error, last_status=row.last_status
-    )
+    return callback_status(row.delivered_at, row.failed_at, row.attempts, row.last_error, row.last_status)
+
+
+def callback_status(
+    delivered_at: int | None,
+    failed_at: int | None,
+    attempts: int,
+    last_error: str | None,
+    last_status: int | None,
+) -> CallbackStatus:
+    """A callback's columns as the caller is told them."""
+    state = "delivered" if delivered_at is not None else "failed" if failed_at is not None else "pending"
+    return CallbackStatus(state=state, attempts=attempts, last_error=last_error, last_status=last_status)

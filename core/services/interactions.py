@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from sqlalchemy import update
 from sqlmodel import col, func, select
 
 from core.domain import payloads
@@ -24,19 +23,27 @@ from core.errors import RelayError
 from core.principal import SCOPE_APPROVALS_WRITE, Principal
 from core.runtime.core import Core
 from core.runtime.events import Published
-from core.runtime.marks import read_only
+from core.runtime.marks import quick_read
 from core.runtime.tx import Tx
 from core.services import callbacks
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import send_server_message
-from core.services.devices import own_device
 from core.services.interaction_models import Answer as Answer
 from core.services.interaction_models import CallbackStatus, Status
 from core.services.interaction_models import InteractionCreate as InteractionCreate
 from core.services.interaction_models import InteractionOut as InteractionOut
+from core.services.interaction_statements import (
+    ANSWER,
+    ANSWERING,
+    STATE,
+    STATE_WIDTH,
+    Callback,
+    InteractionState,
+    StateRow,
+)
 from core.services.limits import charge_send_class
 from core.services.long_poll import until_settled
-from core.services.typed_replies import check_answer, take_text
+from core.services.typed_replies import Question, check_answer, take_text
 from core.store.tables import Account, Interaction
 
 MAX_PENDING = 10
@@ -129,12 +136,26 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
     )
 
 
-@read_only
+@quick_read
 def get_interaction(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
     """The interaction's state; 404 for an unknown id or another principal's. A typed reply stays
-    waiting (``text_waiting``): ``take_interaction_text`` hands it over."""
-    row = _owned(tx, principal, interaction_id)
-    return interaction_out(row, tx.now(), created=False, callback=callbacks.status_of(tx, interaction_id))
+    waiting (``text_waiting``): ``take_interaction_text`` hands it over. Every waiting poll reads
+    this when it opens and when it is woken: one statement (``STATE``), on SQLite on the loop."""
+    found = STATE.rows(tx.connection(), interaction_id=interaction_id)
+    if not found or found[0][STATE_WIDTH] != principal.owner_key:
+        raise RelayError("not_found")
+    row = StateRow(*found[0][:STATE_WIDTH])
+    callback = Callback(*found[0][STATE_WIDTH + 1 :])
+    status = None
+    if callback.interaction_id is not None:
+        status = callbacks.callback_status(
+            callback.delivered_at,
+            callback.failed_at,
+            callback.attempts or 0,
+            callback.last_error,
+            callback.last_status,
+        )
+    return interaction_out(row, tx.now(), created=False, callback=status)
 
 
 def take_interaction_text(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
@@ -174,33 +195,32 @@ async def _wait_for_answer(
 
 def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, body: Answer) -> InteractionOut:
     """The phone's answer: a choice, a typed reply, or both, as the question allows. The first
-    answer wins; a later one is 409 ``already_answered``."""
-    phone = own_device(tx, principal)
+    answer wins; a later one is 409 ``already_answered``. Prepared statements throughout
+    (``core.services.interaction_statements``): a long poll waits on every answer."""
+    device_id = principal.require_device()
+    connection = tx.connection()
+    answering = ANSWERING.rows(connection, device_id=device_id, interaction_id=interaction_id)
+    if not answering:
+        raise RelayError("invalid_token")  # the device was removed since its credential was checked
     principal.require_phone()
-    row = tx.session.get(Interaction, interaction_id)
-    if row is None or row.account_id != phone.account_id:
+    [(account_id, phone_key, question_account, choice_count, text_max_chars)] = answering
+    if question_account != account_id:  # no such question (NULL), or another account's
         raise RelayError("not_found")
-    sealed = check_answer(tx, row, phone, choice_index=body.choice_index, sealed_text=body.sealed_text)
-    now = tx.now()
-    won = tx.session.execute(
-        update(Interaction)
-        .where(
-            col(Interaction.interaction_id) == interaction_id,
-            col(Interaction.answered_at).is_(None),
-            col(Interaction.expires_at) > now,
-        )
-        .values(choice_index=body.choice_index, answered_at=now, answer_text=sealed)
-        # ``row`` is refreshed just below, whatever the outcome: matching the update's criteria
-        # against the session's objects and setting its values on them would be done twice.
-        .execution_options(synchronize_session=False)
+    question = Question(interaction_id, choice_count, text_max_chars)
+    sealed = check_answer(
+        tx, question, phone_key, choice_index=body.choice_index, sealed_text=body.sealed_text
     )
-    if getattr(won, "rowcount", 0) != 1:
-        tx.session.refresh(row)
-        raise RelayError("already_answered" if row.answered_at is not None else "interaction_expired")
-    tx.session.refresh(row)
+    now = tx.now()
+    won = ANSWER.rows(
+        connection, interaction_id=interaction_id, choice=body.choice_index, sealed=sealed, now=now
+    )
+    if not won:
+        [lost] = STATE.rows(connection, interaction_id=interaction_id)
+        answered = StateRow(*lost[:STATE_WIDTH]).answered_at is not None
+        raise RelayError("already_answered" if answered else "interaction_expired")
     callbacks.on_answered(tx, interaction_id)
     tx.emit(Published(answered_topic(interaction_id), "answered"))
-    return interaction_out(row, now, created=False)
+    return interaction_out(StateRow(*won[0]), now, created=False)
 
 
 def _owned(tx: Tx, principal: Principal, interaction_id: str) -> Interaction:
@@ -222,7 +242,7 @@ def _dedupe_digest(tx: Tx, principal: Principal, body: InteractionCreate) -> str
 
 
 def interaction_out(
-    row: Interaction,
+    row: InteractionState,
     now: int,
     *,
     created: bool,

@@ -17,6 +17,7 @@ docs/protocol.md ("Typed replies") says why it is kept this way.
 from __future__ import annotations
 
 import base64
+from typing import NamedTuple
 
 import nacl.exceptions
 import nacl.secret
@@ -27,17 +28,26 @@ from core.domain.typed_reply import open_typed_reply
 from core.errors import RelayError
 from core.runtime.tx import Tx
 from core.server_keys import ServerKeys
-from core.store.tables import Device, Interaction
+from core.store.tables import Interaction
 
 TEXT_DEFAULT_MAX_CHARS = 500  # a question's text_max_chars when allow_text is given alone
 TEXT_MAX_CHARS = 1000  # the most a caller may allow (the question's own limit)
 
 
+class Question(NamedTuple):
+    """What an answer is checked against."""
+
+    interaction_id: str
+    choice_count: int
+    text_max_chars: int | None  # None: it takes no typed reply
+
+
 def check_answer(
-    tx: Tx, row: Interaction, phone: Device, *, choice_index: int | None, sealed_text: str | None
+    tx: Tx, row: Question, phone_key: str, *, choice_index: int | None, sealed_text: str | None
 ) -> bytes | None:
     """Hold the phone's answer to what the question offered: a choice when it has choices, a text
-    when it takes one (and must, with no choices). Returns the text sealed at rest, if one came."""
+    when it takes one (and must, with no choices); ``phone_key``: the answering phone's public key
+    (standard base64). Returns the text sealed at rest, if one came."""
     if row.choice_count == 0:
         if choice_index is not None:
             raise RelayError("invalid_choice", "This question has no choices; send its text alone.")
@@ -53,7 +63,7 @@ def check_answer(
         raise RelayError("text_not_allowed")
     try:
         blob = base64.b64decode(sealed_text, validate=True)
-        box = tx.keys.box_with(base64.b64decode(phone.public_key))
+        box = tx.keys.box_with(base64.b64decode(phone_key))
         text = open_typed_reply(box, blob, interaction_id=row.interaction_id)
     except ValueError as error:  # not base64 (binascii.Error), not ASCII, or a TypedReplyError
         raise RelayError("invalid_text") from error

@@ -1,5 +1,5 @@
-"""Prepared statements: a Core ``select``, ``insert`` (``returning``) or ``delete`` compiled once
-per dialect and run on the driver's cursor.
+"""Prepared statements: a Core ``select``, ``insert``, ``update`` or ``delete`` (each may
+``returning``) compiled once per dialect and run on the driver's cursor.
 
 For the hottest paths only — every MCP ``list_devices`` call, every relay's queue writes: executing
 even a cached statement through SQLAlchemy (execution context, events, result wrapping) costs
@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Delete, Dialect, Insert, Select, exc
+from sqlalchemy import Connection, Delete, Dialect, Insert, Select, Update, exc
 
 Processor = Callable[[Any], Any]
-Statement = Select[*tuple[Any, ...]] | Insert | Delete  # a select of any columns
+Statement = Select[*tuple[Any, ...]] | Insert | Update | Delete  # a select of any columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ class _Compiled:
 
 class PreparedStatement:
     """``rows(connection, **params)``: the rows as tuples, in the order of the statement's columns
-    (none for an insert or delete without ``returning``)."""
+    (none for a write without ``returning``: one that must tell whether it matched returns a column)."""
 
     def __init__(self, statement: Statement) -> None:
         self.statement = statement

@@ -14,7 +14,14 @@ from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
 from core.services.interactions import Answer, answer_interaction
-from tests.helpers import FakeDevice, create_token, error_code, register_phone, tables_containing
+from tests.helpers import (
+    FakeDevice,
+    create_token,
+    error_code,
+    pair_computer,
+    register_phone,
+    tables_containing,
+)
 
 
 def setup(client: TestClient, **phone_fields: Any) -> tuple[FakeDevice, dict[str, str]]:
@@ -182,6 +189,34 @@ def test_only_the_accounts_phone_answers(client: TestClient) -> None:
         f"/v1/interactions/{created['id']}/answer", json={"choice_index": 0}, headers=stranger.auth
     )
     assert response.status_code == 404
+
+
+def test_an_answer_to_no_such_question_is_404_and_a_computer_may_not_answer(client: TestClient) -> None:
+    phone, headers = setup(client)
+    created = ask(client, headers).json()
+    unknown = client.post(
+        "/v1/interactions/int_" + "0" * 32 + "/answer", json={"choice_index": 0}, headers=phone.auth
+    )
+    assert unknown.status_code == 404 and error_code(unknown) == "not_found"
+    computer = pair_computer(client, phone)
+    refused = client.post(
+        f"/v1/interactions/{created['id']}/answer", json={"choice_index": 0}, headers=computer.auth
+    )
+    assert error_code(refused) == "not_a_phone"
+    assert (
+        client.get(f"/v1/interactions/{created['id']}?wait=0", headers=headers).json()["status"] == "pending"
+    )
+
+
+def test_a_device_removed_since_its_credential_was_checked_cannot_answer(
+    client: TestClient, core: Core
+) -> None:
+    phone, headers = setup(client)
+    created = ask(client, headers).json()
+    gone = Principal.device(account_id=phone.account_id, device_id="dev_removed", surface_kind="phone")
+    with pytest.raises(RelayError) as raised:
+        core.run_sync(answer_interaction, gone, interaction_id=created["id"], body=Answer(choice_index=0))
+    assert raised.value.code == "invalid_token"
 
 
 @pytest.mark.parametrize(

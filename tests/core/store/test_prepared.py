@@ -157,6 +157,20 @@ def test_a_returning_write_answers_its_rows_and_a_plain_one_none(engine: Engine,
         assert PreparedStatement(probe.delete().where(probe.c.number == 7)).rows(connection) == []
 
 
+def test_an_update_answers_the_rows_it_changed_and_only_those(engine: Engine, probe: Table) -> None:
+    """An update's ``returning`` tells which rows matched: a conditional write that lost answers none."""
+    renamed = PreparedStatement(
+        probe.update()
+        .where(probe.c.number == bindparam("which"), probe.c.name != bindparam("new_name"))
+        .values(name=bindparam("new_name"))
+        .returning(probe.c.number, probe.c.name)
+    )
+    with engine.begin() as connection:
+        assert renamed.rows(connection, which=2, new_name="renamed") == [(2, "renamed")]
+        assert renamed.rows(connection, which=2, new_name="renamed") == []
+        assert PreparedStatement(probe.update().values(name="all")).rows(connection) == []
+
+
 def test_a_lost_connection_is_invalidated_and_means_unavailable(postgres_database: str) -> None:
     engine = make_engine(postgres_database)  # a SQLite file has no connection to lose
     with engine.connect() as killer, engine.connect() as victim:
