@@ -10,13 +10,13 @@ server begins to shut down.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-import anyio
-
+from core.adapters.fanout.base import Subscription
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
@@ -41,57 +41,55 @@ async def follow_queue(
     device_id = principal.require_device()
     core.presence.opened(device_id)
     try:
-        async for item in _follow(core, principal, device_id, after):
-            yield item
+        # Subscribe before the first read: a wake-up that lands between the two is not lost.
+        async with core.fanout.subscribe(device_topic(device_id)) as wakeups:
+            with core.waits.interrupting(wakeups.interrupt):  # shutdown ends the stream's waits
+                async for item in _items(core, principal, wakeups, after):
+                    yield item
     finally:
         core.presence.closed(device_id)
 
 
-async def _follow(
-    core: Core, principal: Principal, device_id: str, after: int
+async def _items(
+    core: Core, principal: Principal, wakeups: Subscription, after: int
 ) -> AsyncIterator[QueueItem | LivePush | str]:
-    # Subscribe before the first read: a wake-up that lands between the two is not lost.
-    async with core.fanout.subscribe(device_topic(device_id)) as wakeups:
-        last = after
-        read_store = True
-        while True:
-            if read_store:
-                items = await _queued_after(core, principal, last)
-                if items is None:
-                    return  # revoked while we read: end the stream cleanly, as the revocation would
-                for item in items:
-                    yield item
-                    last = item.seq
-                if len(items) == PAGE:
-                    continue  # more is waiting
-                read_store = False
-            # One scope ends the wait at shutdown or after the keep-alive interval: it is held for
-            # as long as the stream is idle, by every open stream.
-            with core.waits.until_shutdown() as waited:
-                waited.deadline = anyio.current_time() + core.settings.stream_keepalive_s
-                received: tuple[str, str] | None = await wakeups.receive()
-            if core.waits.shutting_down:
-                return  # the server is stopping: end the response cleanly; the device resumes elsewhere
-            if waited.cancelled_caught:
-                yield KEEPALIVE
-                continue
-            while received is not None:  # a burst of wake-ups
-                message = json.loads(received[1])
-                if message.get("revoked"):
-                    return
-                if isinstance(message.get("push"), dict):
-                    yield LivePush(message["push"])
-                elif not _already_delivered(message, last):
-                    entry = None if read_store else carried(message)
-                    if entry is not None and entry.prev == last:  # the very next entry: no read
-                        yield QueueItem(seq=entry.seq, sender=entry.sender, type=entry.type, blob=entry.blob)
-                        last = entry.seq
-                    else:  # behind, too big to carry, or a resync: the store has it
-                        read_store = True
-                received = wakeups.receive_nowait()
-            if wakeups.overflowed:  # wake-ups were lost: what they announced is in the store
-                wakeups.overflowed = False
-                read_store = True
+    last = after
+    read_store = True
+    loop = asyncio.get_running_loop()
+    while True:
+        if read_store:
+            items = await _queued_after(core, principal, last)
+            if items is None:
+                return  # revoked while we read: end the stream cleanly, as the revocation would
+            for item in items:
+                yield item
+                last = item.seq
+            if len(items) == PAGE:
+                continue  # more is waiting
+            read_store = False
+        received = await wakeups.receive_until(loop.time() + core.settings.stream_keepalive_s)
+        if core.waits.shutting_down:
+            return  # the server is stopping: end the response cleanly; the device resumes elsewhere
+        if received is None:
+            yield KEEPALIVE
+            continue
+        while received is not None:  # a burst of wake-ups
+            message = json.loads(received[1])
+            if message.get("revoked"):
+                return
+            if isinstance(message.get("push"), dict):
+                yield LivePush(message["push"])
+            elif not _already_delivered(message, last):
+                entry = None if read_store else carried(message)
+                if entry is not None and entry.prev == last:  # the very next entry: no read
+                    yield QueueItem(seq=entry.seq, sender=entry.sender, type=entry.type, blob=entry.blob)
+                    last = entry.seq
+                else:  # behind, too big to carry, or a resync: the store has it
+                    read_store = True
+            received = wakeups.receive_nowait()
+        if wakeups.overflowed:  # wake-ups were lost: what they announced is in the store
+            wakeups.overflowed = False
+            read_store = True
 
 
 async def _queued_after(core: Core, principal: Principal, last: int) -> list[QueueItem] | None:

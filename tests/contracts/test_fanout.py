@@ -3,6 +3,7 @@ pub/sub adds: replicas hear each other, and a dropped connection is told and the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import anyio
@@ -92,6 +93,45 @@ async def test_a_waiting_receiver_is_woken_by_a_later_publish(fanout: Fanout) ->
         with anyio.fail_after(5):
             await woken.wait()
     assert received == [("t", "wake")]
+
+
+async def test_a_wait_until_a_deadline_answers_a_message_or_none_at_the_deadline(fanout: Fanout) -> None:
+    loop = asyncio.get_running_loop()
+    async with fanout.subscribe("t") as subscription:
+        started = loop.time()
+        assert await subscription.receive_until(started + 0.05) is None
+        assert loop.time() >= started + 0.05
+        await fanout.publish("t", "queued")
+        with anyio.fail_after(5):  # a message already there is answered even past the deadline
+            assert await subscription.receive_until(started) == ("t", "queued")
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_publish_soon, fanout, "t", "later")
+            with anyio.fail_after(5):
+                assert await subscription.receive_until(loop.time() + 60) == ("t", "later")
+
+
+async def _publish_soon(fanout: Fanout, topic: str, message: str) -> None:
+    await anyio.sleep(0.02)
+    await fanout.publish(topic, message)
+
+
+async def test_an_interrupt_ends_the_wait_and_every_later_one(fanout: Fanout) -> None:
+    loop = asyncio.get_running_loop()
+    async with fanout.subscribe("t") as subscription, anyio.create_task_group() as tasks:
+        ended: list[object] = []
+        done = anyio.Event()
+
+        async def wait() -> None:
+            ended.append(await subscription.receive_until(loop.time() + 60))
+            done.set()
+
+        tasks.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        subscription.interrupt()
+        with anyio.fail_after(5):
+            await done.wait()
+        assert ended == [None]
+        assert await subscription.receive_until(loop.time() + 60) is None
 
 
 async def test_a_subscription_ends_when_its_block_exits(fanout: Fanout) -> None:

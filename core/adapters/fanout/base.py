@@ -22,6 +22,15 @@ class Subscription(Protocol):
 
     def receive_nowait(self) -> tuple[str, str] | None: ...
 
+    async def receive_until(self, deadline: float) -> tuple[str, str] | None:
+        """The next (topic, message), or None at ``deadline`` (the event loop's clock) or once
+        interrupted."""
+        ...
+
+    def interrupt(self) -> None:
+        """End the current and every later ``receive_until`` wait (shutdown)."""
+        ...
+
 
 class Fanout(Protocol):
     async def publish(self, topic: str, message: str) -> None: ...

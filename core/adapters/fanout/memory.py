@@ -20,6 +20,7 @@ class MemorySubscription:
         self._waiter: asyncio.Future[None] | None = None
         self.overflowed = False
         self.connected = True  # in process, always; the Redis fan-out clears it while disconnected
+        self.interrupted = False
 
     def deliver(self, topic: str, message: str) -> None:
         if len(self._queue) >= self._buffer:
@@ -42,6 +43,34 @@ class MemorySubscription:
             finally:
                 self._waiter = None
         return self._queue.pop(0)
+
+    async def receive_until(self, deadline: float) -> tuple[str, str] | None:
+        """The next (topic, message), or None at ``deadline`` (the event loop's clock) or once
+        ``interrupt`` was called. A timer on the loop, not a cancel scope: every open stream waits
+        this way after each wake-up, and a scope costs several times the rest of the wait."""
+        loop = asyncio.get_running_loop()
+        while not self._queue:
+            if self.interrupted or loop.time() >= deadline:
+                return None
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_at(deadline, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                timer.cancel()
+        return self._queue.pop(0)
+
+    def interrupt(self) -> None:
+        """End the wait in ``receive_until``, and every later one: they return None."""
+        self.interrupted = True
+        if self._waiter is not None:
+            _wake(self._waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class MemoryFanout:
