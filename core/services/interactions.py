@@ -214,9 +214,9 @@ def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, bod
     won = ANSWER.rows(
         connection, interaction_id=interaction_id, choice=body.choice_index, sealed=sealed, now=now
     )
-    if not won:
-        [lost] = STATE.rows(connection, interaction_id=interaction_id)
-        answered = StateRow(*lost[:STATE_WIDTH]).answered_at is not None
+    if not won:  # answered first by another tap, or expired (and perhaps swept since)
+        lost = STATE.rows(connection, interaction_id=interaction_id)
+        answered = bool(lost) and StateRow(*lost[0][:STATE_WIDTH]).answered_at is not None
         raise RelayError("already_answered" if answered else "interaction_expired")
     callbacks.on_answered(tx, interaction_id)
     tx.emit(Published(answered_topic(interaction_id), "answered"))
