@@ -69,6 +69,7 @@ class LoopReader:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._connection: Connection | None = None
+        self._opening: anyio.Lock | None = None  # held by the read that opens the connection
         # A cursor of its sqlite3 connection, for the data_version check every kept answer costs:
         # reached through SQLAlchemy's connection and pool proxies, or made afresh, it costs more
         # than the PRAGMA itself (its one row fetched, the statement is reset: no read stays open).
@@ -79,14 +80,15 @@ class LoopReader:
         self._check_due = 0.0  # time.monotonic() when it is to be asked again in any case
 
     async def connection(self) -> Connection:
-        """The kept connection, opened on a worker thread the first time."""
+        """The kept connection, opened on a worker thread the first time, by one read: the others
+        that come meanwhile wait for it (a restart's reconnecting long polls, thousands at once,
+        would otherwise each open one, waiting in turn for a worker thread and a pooled connection)."""
         if self._connection is None:
-            opened = await anyio.to_thread.run_sync(self._open)
-            if self._connection is None:
-                self._connection, self._version_cursor = opened, sqlite_driver(opened).cursor()
-            else:  # another read opened one meanwhile
-                opened.invalidate()
-                opened.close()
+            self._opening = self._opening or anyio.Lock()
+            async with self._opening:
+                if self._connection is None:
+                    opened = await anyio.to_thread.run_sync(self._open)
+                    self._connection, self._version_cursor = opened, sqlite_driver(opened).cursor()
         return self._connection
 
     def read(self, connection: Connection, run: Callable[[], Any]) -> tuple[bool, Any]:

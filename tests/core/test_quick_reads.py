@@ -9,6 +9,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 
+import anyio
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
@@ -72,6 +73,30 @@ async def test_a_quick_read_runs_on_the_loop_and_sees_every_commit(running: Core
     assert after == before + 1
     listing = await running.run(list_devices, first)
     assert [d.device_id for d in listing.devices] == [first.device_id]
+    assert_no_snapshot_held(running)
+
+
+async def test_quick_reads_arriving_together_open_one_connection_between_them(
+    running: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thousands of long polls reconnecting at once all find the reader closed: one of them opens
+    its connection, the others wait for it, rather than each opening one in turn."""
+    reader = running.loop_reader
+    if reader is None:
+        pytest.skip("quick reads run on a worker thread on PostgreSQL")
+    reader.close()
+    opened: list[object] = []
+    open_one = reader._open
+
+    def counted() -> object:
+        opened.append(threading.get_ident())
+        return open_one()
+
+    monkeypatch.setattr(reader, "_open", counted)
+    async with anyio.create_task_group() as reads:
+        for _ in range(50):
+            reads.start_soon(running.run, where_and_count, Principal.system())
+    assert len(opened) == 1
     assert_no_snapshot_held(running)
 
 
