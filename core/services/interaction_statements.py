@@ -1,7 +1,8 @@
 """The statements of a question's two hot paths, prepared (``PreparedStatement``): the phone's
-answer, and the read a waiting long poll makes when it opens and each time it is woken. Through
-the ORM the answer's (two gets, a refresh, two updates built and cache-keyed on each call) cost
-several times what the database spends on them. ``core.services.interactions`` says when each runs.
+answer, and the read a waiting long poll makes when it opens and each time it is woken. Through the
+ORM, the answer's statements (two gets, a refresh, two updates built and cache-keyed on each call)
+cost several times what the database spends on them. ``core.services.interactions`` says when each
+runs.
 """
 
 from __future__ import annotations
