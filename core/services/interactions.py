@@ -201,7 +201,9 @@ def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, bod
     connection = tx.connection()
     answering = ANSWERING.rows(connection, device_id=device_id, interaction_id=interaction_id)
     if not answering:
-        raise RelayError("invalid_token")  # the device was removed since its credential was checked
+        # The device was removed since its credential was checked: ``devices.own_device``'s rule,
+        # read here in the question's statement rather than by a Session.get of its own.
+        raise RelayError("invalid_token")
     principal.require_phone()
     [(account_id, phone_key, question_account, choice_count, text_max_chars)] = answering
     if question_account != account_id:  # no such question (NULL), or another account's

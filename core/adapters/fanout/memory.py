@@ -27,8 +27,8 @@ class MemorySubscription:
             self.overflowed = True
             return
         self._queue.append((topic, message))
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        if self._waiter is not None:
+            _wake(self._waiter)
 
     def receive_nowait(self) -> tuple[str, str] | None:
         if self._queue:
