@@ -28,7 +28,8 @@ from core.credentials import CredentialCache
 from core.principal import Principal
 from core.runtime.after_commit import AfterCommit
 from core.runtime.events import Deferred
-from core.runtime.group_commit import MAX_GROUP, MAX_GROUP_POSTGRES, Write, write_group
+from core.runtime.group_commit import MAX_GROUP, MAX_GROUP_POSTGRES, Write
+from core.runtime.group_transaction import write_group
 from core.runtime.group_writers import WRITERS_POSTGRES, GroupWriters
 from core.runtime.loop_reader import LoopReader, read_on_loop
 from core.runtime.marks import is_group_commit, is_quick_read

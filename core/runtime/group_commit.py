@@ -12,13 +12,13 @@ goes into the next one (at most ``MAX_GROUP``, on PostgreSQL ``MAX_GROUP_POSTGRE
 arrives while nothing is being written goes at once, in a group of one, as a worker-thread
 transaction would, so nothing waits for company.
 
-Each operation of a group runs in a savepoint of its own (``core.store.savepoint``): one that
-raises is rolled back to it and fails alone, the others are written, so one bad request never
-fails another and each caller gets exactly its own result or error. Every operation runs exactly
-once, so what it does outside its transaction before it returns (charging rate limits) is not
-repeated; when the transaction itself fails (its commit, or the database ending it under a
-write), every operation in it fails with that error, as a lone one would. Side effects that must
-wait for the commit (push, fan-out) are events, acted on after it.
+Each caller gets exactly its own result or error: one bad request never fails another, and a
+write that fails is undone alone (``core.runtime.group_transaction`` writes a group, first without a
+savepoint a write, again in savepoints only when a write failed after changing rows). Every write's
+effects are committed once, and what it does outside its transaction before it returns (charging
+rate limits) is done once; when the transaction itself fails (its commit, or the database ending it
+under a write), every operation in it fails with that error, as a lone one would. Side effects that
+must wait for the commit (push, fan-out) are events, acted on after it.
 
 On PostgreSQL a group of several first locks every device of the accounts its writes act for, in
 one statement, in the order ``lock_recipients`` uses: a group then takes its row locks as one send
@@ -34,36 +34,27 @@ write with prepared statements.
 
 from __future__ import annotations
 
-import functools
-import threading
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from sqlalchemy import Engine, String, bindparam, func, select
+from sqlalchemy import String, bindparam, func, select
 from sqlalchemy.dialects import postgresql
 from sqlmodel import Session
 
 from core.principal import Principal
 from core.runtime.events import Event
-from core.runtime.transaction import run_in_transaction
-from core.runtime.tx import LOCKED_DEVICES, MakeTx, Outcome
-from core.store.database import session_scope
+from core.runtime.tx import LOCKED_DEVICES
 from core.store.prepared import PreparedStatement
-from core.store.savepoint import in_savepoint, in_transaction
 from core.store.tables import Device, PushRegistration
 
 MAX_GROUP = 64  # operations in one transaction: bounds the time the others in it wait
-# PostgreSQL gives each savepoint that writes a subtransaction; past 64 in one transaction, every
-# other session's snapshots take a slower path (the backend's subtransaction cache overflows).
+# PostgreSQL gives each savepoint that writes a subtransaction (a group written again in savepoints,
+# ``core.runtime.group_transaction``); past 64 in one transaction, every other session's snapshots
+# take a slower path (the backend's subtransaction cache overflows).
 MAX_GROUP_POSTGRES = 32
-# A transaction open this long takes no further write: the rest of the group goes in the next one,
-# so that a group under slow writes (a slow Redis, say) stays far within the connection deadline
-# (``core.store.deadline``), each transaction holding its locks no longer than this and one write.
-GROUP_BUDGET_S = 0.25
 
 
 @dataclass(eq=False)
@@ -155,70 +146,6 @@ class GroupCommitter:
         written.set()
 
 
-def write_group(
-    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
-) -> None:
-    """On a worker thread: the group in one transaction (or, should it run long, several one
-    after another: ``GROUP_BUDGET_S``), each write in a savepoint of its own,
-    so that one that raises is rolled back alone and the others are still written. Each write
-    runs exactly once (what it did outside the transaction, such as charging rate limits, is
-    not repeated): when the transaction itself fails, so does every write it held."""
-    if len(writes) == 1:
-        [write] = writes
-        try:
-            write.succeeded(
-                *run_in_transaction(
-                    engine, sqlite_writer, make_tx, write.op, write.principal, write.args, write.kw
-                )
-            )
-        except Exception as error:
-            write.failed(error)
-        return
-    while writes:
-        writes = writes[_write_in_one_transaction(engine, sqlite_writer, make_tx, writes) :]
-
-
-def _write_in_one_transaction(
-    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
-) -> int:
-    """The first of ``writes`` in one transaction, and those after it while the transaction has
-    been open less than ``GROUP_BUDGET_S``; how many it took. When the transaction fails, every
-    write it held and every one after them fails with it, as in one group."""
-    started = time.monotonic()
-    outcomes: list[Outcome[Any] | Exception] = []
-    try:
-        with sqlite_writer or nullcontext(), session_scope(engine) as session:
-            if sqlite_writer is None:
-                _lock_devices_of(session, {write.principal.account_id for write in writes})
-            for write in writes:
-                if outcomes and time.monotonic() - started > GROUP_BUDGET_S:
-                    break
-                outcome = _write_in_savepoint(session, make_tx, write)
-                outcomes.append(outcome)
-                if isinstance(outcome, Exception) and not in_transaction(session):
-                    raise outcome  # it ended the whole transaction (a failed ORM flush, disk full)
-    except Exception as error:  # rolled back: what failed alone keeps its own error
-        outcomes = [o if isinstance(o, Exception) else error for o in outcomes]
-        outcomes += [error] * (len(writes) - len(outcomes))
-    for write, outcome in zip(writes, outcomes, strict=False):
-        if isinstance(outcome, Exception):
-            write.failed(outcome)
-        else:
-            write.succeeded(*outcome)
-    return len(outcomes)
-
-
-def _write_in_savepoint(session: Session, make_tx: MakeTx, write: Write) -> Outcome[Any] | Exception:
-    tx = make_tx(session)
-    try:
-        result = in_savepoint(
-            session, functools.partial(write.op, tx, write.principal, *write.args, **write.kw)
-        )
-    except Exception as error:
-        return error
-    return result, tx.events
-
-
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
 _REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
 # What a send reads of each device of its account (``core.services.send``), in this order, then
@@ -250,7 +177,7 @@ _LOCK_ACCOUNTS_DEVICES = PreparedStatement(  # PostgreSQL only, as ``lock_recipi
 )
 
 
-def _lock_devices_of(session: Session, account_ids: set[str]) -> None:
+def lock_devices_of(session: Session, account_ids: set[str]) -> None:
     """PostgreSQL: lock every device of these accounts, before any write of the group locks some.
     The ids go into the session's ``LOCKED_DEVICES``: before any savepoint, so no rollback to one
     releases them, and a write's ``lock_recipients`` among them has nothing left to lock.

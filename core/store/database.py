@@ -10,6 +10,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
 
+from core.store.change_marks import counting_cursor
+
 READ_ONLY = "relaybox_read_only"
 POOL_WAIT_S = 2.0
 POSTGRES_CONNECT_ARGS = {
@@ -34,8 +36,11 @@ def make_engine(url: str) -> Engine:
         # Bounded waits: for a pooled connection, for a new one, and (TCP) for a peer that vanished.
         # A peer that is there but never answers is bounded by ``core.store.deadline``, which also
         # pings a pooled connection before use (so no ``pool_pre_ping``: its ping is unbounded).
+        # Every cursor counts its statements: a group commit tells by them whether a write that
+        # failed had changed anything (``core.store.change_marks``).
+        connect_args = {**POSTGRES_CONNECT_ARGS, "cursor_factory": counting_cursor()}
         return create_engine(
-            url, pool_size=10, max_overflow=20, pool_timeout=POOL_WAIT_S, connect_args=POSTGRES_CONNECT_ARGS
+            url, pool_size=10, max_overflow=20, pool_timeout=POOL_WAIT_S, connect_args=connect_args
         )
 
     in_memory = url in ("sqlite://", "sqlite:///:memory:")

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
 from core.principal import Principal
-from core.runtime import group_commit as group_commit_module
+from core.runtime import group_transaction as group_transaction_module
 from core.runtime.core import Core
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
@@ -72,7 +72,7 @@ async def test_a_group_that_runs_long_goes_on_in_the_next_transaction(
     running: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On both backends: each transaction stays short; every write is written once."""
-    monkeypatch.setattr(group_commit_module, "GROUP_BUDGET_S", 0.1)
+    monkeypatch.setattr(group_transaction_module, "GROUP_BUDGET_S", 0.1)
     pair = await paired(running)
     recipient = pair.computer.device_id
     assert recipient is not None

@@ -1,0 +1,174 @@
+"""A group of writes in one transaction (``core.runtime.group_commit``), each caller getting exactly
+its own outcome, and a write's changes undone alone when it fails.
+
+A group is written first without savepoints: on PostgreSQL a savepoint is one more round trip a
+write and a subtransaction in the server, about 7% of a send. A write that fails before changing
+anything (a refused send: its validation, its limits, no such device, all raised before its first
+write) simply fails alone: there is nothing of it to undo, which ``change_mark`` tells without a round
+trip. One that fails after changing rows (or whose statement the database refused) cannot be undone
+alone: the transaction is rolled back and written again, this time each write in a savepoint of its
+own (``core.store.savepoint``), the failed one failing with its first error without running again.
+The writes before it run a second time, and only they: what they did outside the transaction on
+their first run, charging rate limits, is not done again, as a ``ReplayingLimiter`` answers their
+limiter calls with the first run's decisions. So at most one write a transaction is written twice
+over, however many fail after it (they are in savepoints then), and the savepoints' cost is paid
+only by a transaction that needs them.
+
+When the transaction itself fails (its commit, or the database ending it under a write), every write
+in it fails with that error, as a lone one would, and none runs again.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from core.adapters.limits.recorded import LimiterCall, RecordingLimiter, ReplayingLimiter
+from core.runtime.group_commit import Write, lock_devices_of
+from core.runtime.transaction import run_in_transaction
+from core.runtime.tx import MakeTx, Outcome
+from core.store.change_marks import change_mark
+from core.store.database import session_scope
+from core.store.savepoint import in_savepoint, in_transaction
+
+# A transaction open this long takes no further write: the rest of the group goes in the next one,
+# so that a group under slow writes (a slow Redis, say) stays far within the connection deadline
+# (``core.store.deadline``), each transaction holding its locks no longer than this and one write.
+GROUP_BUDGET_S = 0.25
+
+Results = list[Outcome[Any] | Exception]  # one a write taken, in the group's order
+
+
+def write_group(
+    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
+) -> None:
+    """On a worker thread: the group in one transaction (or, should it run long, several one after
+    another: ``GROUP_BUDGET_S``), each write's outcome recorded on it. Each write's effects are
+    committed once; a write that fails is undone alone (see the module)."""
+    if len(writes) == 1:
+        [write] = writes
+        try:
+            write.succeeded(
+                *run_in_transaction(
+                    engine, sqlite_writer, make_tx, write.op, write.principal, write.args, write.kw
+                )
+            )
+        except Exception as error:
+            write.failed(error)
+        return
+    while writes:
+        writes = writes[_write_in_one_transaction(engine, sqlite_writer, make_tx, writes) :]
+
+
+class _ChangedThenFailedError(Exception):
+    """Raised out of a transaction written without savepoints, to roll it back: ``writes[index]``
+    failed with ``error`` after changing rows."""
+
+    def __init__(self, index: int, error: Exception, limiter_calls: list[list[LimiterCall]]) -> None:
+        super().__init__(index)
+        self.index = index
+        self.error = error
+        self.limiter_calls = limiter_calls  # of each write before it, on its first run
+
+
+def _write_in_one_transaction(
+    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
+) -> int:
+    """The first of ``writes`` in one transaction, and those after it while the transaction has
+    been open less than ``GROUP_BUDGET_S``; records their outcomes and returns how many it took."""
+    try:
+        results = _in_transaction(
+            engine, sqlite_writer, writes, functools.partial(_without_savepoints, make_tx, writes)
+        )
+    except _ChangedThenFailedError as failed:  # rolled back: written again, in savepoints
+        results = _in_transaction(
+            engine, sqlite_writer, writes, functools.partial(_with_savepoints, make_tx, writes, failed)
+        )
+    for write, outcome in zip(writes, results, strict=False):
+        if isinstance(outcome, Exception):
+            write.failed(outcome)
+        else:
+            write.succeeded(*outcome)
+    return len(results)
+
+
+def _in_transaction(
+    engine: Engine,
+    sqlite_writer: threading.Lock | None,
+    writes: list[Write],
+    write_all: Callable[[Session, Results], None],
+) -> Results:
+    """``write_all(session, results)`` in one transaction, committed after it. When the transaction
+    fails, every write it held fails with its error (a write that failed alone keeps its own), and
+    so does every write after them: the outcome of each of ``writes`` up to the last taken."""
+    results: Results = []
+    try:
+        with sqlite_writer or nullcontext(), session_scope(engine) as session:
+            if sqlite_writer is None:
+                lock_devices_of(session, {write.principal.account_id for write in writes})
+            write_all(session, results)
+    except _ChangedThenFailedError:
+        raise
+    except Exception as error:  # rolled back
+        results[:] = [r if isinstance(r, Exception) else error for r in results]
+        results += [error] * (len(writes) - len(results))
+    return results
+
+
+def _without_savepoints(make_tx: MakeTx, writes: list[Write], session: Session, results: Results) -> None:
+    started = time.monotonic()
+    connection = session.connection()
+    limiter_calls: list[list[LimiterCall]] = []
+    for index, write in enumerate(writes):
+        if results and time.monotonic() - started > GROUP_BUDGET_S:
+            return
+        tx = make_tx(session)
+        recording = RecordingLimiter(tx.limiter)
+        tx.limiter = recording
+        mark = change_mark(connection)
+        try:
+            result = write.op(tx, write.principal, *write.args, **write.kw)
+            session.flush()
+        except Exception as error:
+            if not in_transaction(session):
+                raise  # it ended the whole transaction (a failed ORM flush, disk full)
+            if change_mark(connection) != mark:
+                raise _ChangedThenFailedError(index, error, limiter_calls) from error
+            session.expunge_all()  # what it added to the session and never flushed
+            results.append(error)
+        else:
+            results.append((result, tx.events))
+        limiter_calls.append(recording.calls)
+
+
+def _with_savepoints(
+    make_tx: MakeTx, writes: list[Write], failed: _ChangedThenFailedError, session: Session, results: Results
+) -> None:
+    """Again from the first write, each in a savepoint: those before the failed one with their
+    limiter calls replayed, the failed one failing as it did, those after it as they come."""
+    started = time.monotonic()
+    for index, write in enumerate(writes):
+        if index == failed.index:
+            results.append(failed.error)
+            continue
+        if index > failed.index and time.monotonic() - started > GROUP_BUDGET_S:
+            return
+        tx = make_tx(session)
+        if index < failed.index:
+            tx.limiter = ReplayingLimiter(tx.limiter, failed.limiter_calls[index])
+        try:
+            op = functools.partial(write.op, tx, write.principal, *write.args, **write.kw)
+            result = in_savepoint(session, op)
+        except Exception as error:
+            results.append(error)
+            if not in_transaction(session):
+                raise  # it ended the whole transaction (a failed ORM flush, disk full)
+        else:
+            results.append((result, tx.events))
