@@ -16,6 +16,7 @@ from core.errors import RelayError
 from core.principal import Principal
 from core.runtime import group_transaction
 from core.runtime.core import Core
+from core.store.savepoint import in_savepoint
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services.queue import enqueue
@@ -40,11 +41,10 @@ __all__ = ["send_limited"]  # the fixture, used here by name
 def savepoints(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the writes run in a savepoint from now on."""
     taken: list[int] = []
-    real = group_transaction.in_savepoint
 
     def counted(session: Any, write: Callable[[], Any]) -> Any:
         taken.append(1)
-        return real(session, write)
+        return in_savepoint(session, write)
 
     monkeypatch.setattr(group_transaction, "in_savepoint", counted)
     return taken
