@@ -16,12 +16,12 @@ from core.errors import RelayError
 from core.principal import Principal
 from core.runtime import group_transaction
 from core.runtime.core import Core
-from core.store.savepoint import in_savepoint
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services.queue import enqueue
 from core.services.relay import EnvelopeAccepted, read_queue, relay_envelope
 from core.services.send import SendOut, send_notification
+from core.store.savepoint import in_savepoint
 from tests.core.pairs import paired
 from tests.core.test_group_commit import (
     SEND_BURST,
