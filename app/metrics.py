@@ -8,6 +8,8 @@
   ``Counter`` and ``Histogram`` would be: their updates (a lock and several calls each) cost more
   than the rest of the request's bookkeeping.
 - ``relaybox_pushes_total{outcome}``: pushes handed to the push router, by outcome.
+- ``relaybox_group_rewrites_total``: group-commit transactions rolled back and written again in
+  savepoints, because a write failed after changing rows (``core.runtime.group_transaction``).
 - ``relaybox_open_streams``, ``relaybox_waiting_polls``: on this process, now.
 """
 
@@ -37,7 +39,7 @@ _BUCKET_LABELS = tuple(floatToGoString(bound) for bound in BUCKETS)  # type: ign
 
 
 class CoreCollector(Collector):
-    """Read from the Core at scrape time: push outcomes, open streams, waiting polls."""
+    """Read from the Core at scrape time: push outcomes, group rewrites, open streams, waiting polls."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -49,6 +51,11 @@ class CoreCollector(Collector):
         for outcome, count in sorted(self.core.push.outcomes.items()):
             pushes.add_metric([outcome], count)
         yield pushes
+        yield CounterMetricFamily(
+            "relaybox_group_rewrites",
+            "Group-commit transactions written again in savepoints (a write failed after changing rows)",
+            value=self.core.group_rewrites.count,
+        )
         yield GaugeMetricFamily(
             "relaybox_open_streams",
             "Open /v1/sync streams on this process",

@@ -46,8 +46,30 @@ GROUP_BUDGET_S = 0.25
 Results = list[Outcome[Any] | Exception]  # one a write taken, in the group's order
 
 
+class Rewrites:
+    """How many group transactions this process wrote again in savepoints (``/metrics``): each is
+    a write that failed after changing rows and the writes before it run twice. Counted from the
+    group writers' threads."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def counted(self) -> None:
+        with self._lock:
+            self._count += 1
+
+
 def write_group(
-    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
+    engine: Engine,
+    sqlite_writer: threading.Lock | None,
+    make_tx: MakeTx,
+    rewrites: Rewrites,
+    writes: list[Write],
 ) -> None:
     """On a worker thread: the group in one transaction (or, should it run long, several one after
     another: ``GROUP_BUDGET_S``), each write's outcome recorded on it. Each write's effects are
@@ -64,7 +86,7 @@ def write_group(
             write.failed(error)
         return
     while writes:
-        writes = writes[_write_in_one_transaction(engine, sqlite_writer, make_tx, writes) :]
+        writes = writes[_write_in_one_transaction(engine, sqlite_writer, make_tx, rewrites, writes) :]
 
 
 class _ChangedThenFailedError(Exception):
@@ -79,7 +101,11 @@ class _ChangedThenFailedError(Exception):
 
 
 def _write_in_one_transaction(
-    engine: Engine, sqlite_writer: threading.Lock | None, make_tx: MakeTx, writes: list[Write]
+    engine: Engine,
+    sqlite_writer: threading.Lock | None,
+    make_tx: MakeTx,
+    rewrites: Rewrites,
+    writes: list[Write],
 ) -> int:
     """The first of ``writes`` in one transaction, and those after it while the transaction has
     been open less than ``GROUP_BUDGET_S``; records their outcomes and returns how many it took."""
@@ -88,6 +114,7 @@ def _write_in_one_transaction(
             engine, sqlite_writer, writes, functools.partial(_without_savepoints, make_tx, writes)
         )
     except _ChangedThenFailedError as failed:  # rolled back: written again, in savepoints
+        rewrites.counted()
         results = _in_transaction(
             engine, sqlite_writer, writes, functools.partial(_with_savepoints, make_tx, writes, failed)
         )

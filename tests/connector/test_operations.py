@@ -155,6 +155,12 @@ def test_metrics_read_pushes_streams_and_polls_from_the_core(client: TestClient,
     assert sample(text, "relaybox_pushes_total", outcome="no_route") == 0
     assert sample(text, "relaybox_open_streams") == 1
     assert sample(text, "relaybox_waiting_polls") == 2
+    assert sample(text, "relaybox_group_rewrites_total") == 0
+
+
+def test_metrics_count_the_group_transactions_written_again(client: TestClient, core: Core) -> None:
+    core.group_rewrites.counted()
+    assert sample(client.get("/metrics").text, "relaybox_group_rewrites_total") == 1
 
 
 def test_each_app_has_its_own_registry(core: Core) -> None:

@@ -60,6 +60,7 @@ async def test_a_group_of_good_writes_takes_no_savepoint(running: Core, savepoin
     assert all(isinstance(outcome, EnvelopeAccepted) for outcome in outcomes)
     assert transactions[0] <= 3  # grouped
     assert savepoints == []
+    assert running.group_rewrites.count == 0
 
 
 @group_commit
@@ -86,6 +87,7 @@ async def test_a_write_refused_before_changing_anything_fails_alone_and_nothing_
     assert [isinstance(o, RelayError) for o in outcomes] == [n in (3, 6, 7) for n in range(12)]
     assert sorted(runs) == sorted(f"w{n}" for n in range(12))  # each ran once
     assert savepoints == []  # no transaction was written again
+    assert running.group_rewrites.count == 0
     queued = await running.run(read_queue, pair.computer, after=0)
     written = sorted(item.blob for item in queued.items if item.sender == "test")
     assert len(written) == 9
@@ -110,6 +112,7 @@ async def test_a_write_that_fails_after_changing_rows_leaves_the_others_charged_
     assert isinstance(outcomes.pop(8), RelayError)
     assert all(isinstance(o, SendOut) for o in outcomes), outcomes
     assert savepoints != []  # its transaction was written again
+    assert core.group_rewrites.count == 1
     burst = LimitCheck("token_burst", str(token.token_id), SEND_BURST)
     assert core.limiter.peek([burst], core.clock.now()).binding.remaining == SEND_BURST - 12
     queued = await core.run(read_queue, pair.computer, after=0)
