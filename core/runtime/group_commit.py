@@ -40,13 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from sqlalchemy import String, bindparam, func, select
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import bindparam, func, select
 from sqlmodel import Session
 
 from core.principal import Principal
 from core.runtime.events import Event
 from core.runtime.tx import LOCKED_DEVICES
+from core.store.postgres_arrays import VARCHAR_ARRAY
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, PushRegistration
 
@@ -171,7 +171,7 @@ _LOCK_ACCOUNTS_DEVICES = PreparedStatement(  # PostgreSQL only, as ``lock_recipi
         _REGISTRATIONS.c.registration,
     )
     .select_from(_DEVICES.outerjoin(_REGISTRATIONS, _REGISTRATIONS.c.device_id == _DEVICES.c.device_id))
-    .where(_DEVICES.c.account_id == func.any(bindparam("accounts", type_=postgresql.ARRAY(String))))
+    .where(_DEVICES.c.account_id == func.any(bindparam("accounts", type_=VARCHAR_ARRAY)))
     .order_by(_DEVICES.c.device_id)
     .with_for_update(of=_DEVICES)
 )

@@ -11,8 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, String, bindparam, func, select
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import Connection, bindparam, func, select
 
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import LOCKED_DEVICES, Tx
@@ -27,6 +26,7 @@ from core.services.queue_statements import (
 )
 from core.services.queue_statements import QUEUE_CAP as QUEUE_CAP  # callers import it from here
 from core.services.queue_wake import WakeUps
+from core.store.postgres_arrays import VARCHAR_ARRAY
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device
 
@@ -151,7 +151,7 @@ def lock_recipients(tx: Tx, device_ids: list[str]) -> None:
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
 _LOCK_DEVICES = PreparedStatement(  # PostgreSQL only: one array parameter for any number of devices
     select(_DEVICES.c.device_id)
-    .where(_DEVICES.c.device_id == func.any(bindparam("ids", type_=postgresql.ARRAY(String))))
+    .where(_DEVICES.c.device_id == func.any(bindparam("ids", type_=VARCHAR_ARRAY)))
     .order_by(_DEVICES.c.device_id)
     .with_for_update()
 )

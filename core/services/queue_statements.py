@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy import (
     FromClause,
     Integer,
-    LargeBinary,
     Select,
     String,
     bindparam,
@@ -37,6 +36,7 @@ from sqlalchemy.sql.dml import Insert, ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType, UserDefinedType
 
+from core.store.postgres_arrays import BYTEA_ARRAY, VARCHAR_ARRAY
 from core.store.prepared import PreparedStatement
 from core.store.tables import QueueCount, QueuedEnvelope
 
@@ -230,8 +230,8 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     the server-side prepared statement runs its one generic plan, the same plan."""
     entries = (
         func.unnest(
-            select(bindparam("recipients", type_=postgresql.ARRAY(String))).scalar_subquery(),
-            select(bindparam("blobs", type_=postgresql.ARRAY(LargeBinary))).scalar_subquery(),
+            select(bindparam("recipients", type_=VARCHAR_ARRAY)).scalar_subquery(),
+            select(bindparam("blobs", type_=BYTEA_ARRAY)).scalar_subquery(),
         )
         .table_valued("recipient", "blob")
         .render_derived()

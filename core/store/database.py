@@ -11,6 +11,7 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
 
 from core.store.change_marks import counting_cursor
+from core.store.postgres_arrays import register_dumpers
 
 READ_ONLY = "relaybox_read_only"
 POOL_WAIT_S = 2.0
@@ -39,9 +40,14 @@ def make_engine(url: str) -> Engine:
         # Every cursor counts its statements: a group commit tells by them whether a write that
         # failed had changed anything (``core.store.change_marks``).
         connect_args = {**POSTGRES_CONNECT_ARGS, "cursor_factory": counting_cursor()}
-        return create_engine(
+        postgres = create_engine(
             url, pool_size=10, max_overflow=20, pool_timeout=POOL_WAIT_S, connect_args=connect_args
         )
+        # Array parameters of strings and bytes sent in one step (``core.store.postgres_arrays``).
+        event.listen(
+            postgres, "connect", lambda dbapi_connection, _record: register_dumpers(dbapi_connection)
+        )
+        return postgres
 
     in_memory = url in ("sqlite://", "sqlite:///:memory:")
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 10}}
