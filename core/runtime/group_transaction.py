@@ -3,15 +3,16 @@ its own outcome, and a write's changes undone alone when it fails.
 
 A group is written first without savepoints: on PostgreSQL a savepoint is one more round trip a
 write and a subtransaction in the server, about 7% of a send. A write that fails before changing
-anything (a refused send: its validation, its limits, no such device, all raised before its first
-write) simply fails alone: there is nothing of it to undo, which ``change_mark`` tells without a round
-trip. One that fails after changing rows (or whose statement the database refused) cannot be undone
-alone: the transaction is rolled back and written again, this time each write in a savepoint of its
-own (``core.store.savepoint``), the failed one failing with its first error without running again.
-The writes before it run a second time, and only they: what they did outside the transaction on
-their first run, charging rate limits, is not done again, as a ``ReplayingLimiter`` answers their
-limiter calls with the first run's decisions. So at most one write a transaction is written twice
-over, however many fail after it (they are in savepoints then), and the savepoints' cost is paid
+anything simply fails alone: there is nothing of it to undo, which ``change_mark`` tells without a
+round trip (on PostgreSQL by its statements: one that ran none, as a refused send in a group does,
+its validation, limits and devices all checked before its first, changed nothing). One that fails
+after changing rows (or whose statement the database refused) cannot be undone alone: the
+transaction is rolled back and written again, this time each write in a savepoint of its own
+(``core.store.savepoint``), the failed one failing with its first error without running again. The
+writes before it run a second time, and only they: what they did outside the transaction on their
+first run, charging rate limits, is not done again, as a ``ReplayingLimiter`` answers their limiter
+calls with the first run's decisions. A transaction is written again at most once, however many of
+its writes fail after that one (they are in savepoints by then), and the savepoints' cost is paid
 only by a transaction that needs them.
 
 When the transaction itself fails (its commit, or the database ending it under a write), every write
@@ -150,6 +151,8 @@ def _in_transaction(
 
 
 def _without_savepoints(make_tx: MakeTx, writes: list[Write], session: Session, results: Results) -> None:
+    """Each write as it comes, its limiter calls recorded; raises ``_ChangedThenFailedError`` (and
+    so rolls the transaction back) at the first that fails after changing rows."""
     started = time.monotonic()
     connection = session.connection()
     limiter_calls: list[list[LimiterCall]] = []
