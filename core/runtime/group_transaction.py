@@ -37,7 +37,7 @@ from core.runtime.transaction import run_in_transaction
 from core.runtime.tx import MakeTx, Outcome
 from core.store.change_marks import change_mark
 from core.store.database import session_scope
-from core.store.savepoint import in_savepoint, in_transaction
+from core.store.savepoint import in_failed_transaction, in_savepoint, in_transaction
 
 # A transaction open this long takes no further write: the rest of the group goes in the next one,
 # so that a group under slow writes (a slow Redis, say) stays far within the connection deadline
@@ -169,7 +169,7 @@ def _without_savepoints(make_tx: MakeTx, writes: list[Write], session: Session, 
         except Exception as error:
             if not in_transaction(session):
                 raise  # it ended the whole transaction (a failed ORM flush, disk full)
-            if change_mark(connection) != mark:
+            if change_mark(connection) != mark or in_failed_transaction(session):
                 raise _ChangedThenFailedError(index, error, limiter_calls) from error
             session.expunge_all()  # what it added to the session and never flushed
             results.append(error)

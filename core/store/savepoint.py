@@ -90,4 +90,10 @@ def in_transaction(session: Session) -> bool:
     return bool(getattr(driver, "in_transaction", False))
 
 
+def in_failed_transaction(session: Session) -> bool:
+    """Whether the transaction is one a failed statement left to be rolled back (PostgreSQL)."""
+    info = getattr(session.connection().connection.driver_connection, "info", None)  # sqlite3 has none
+    return info is not None and info.transaction_status.name == "INERROR"
+
+
 _POSTGRES_IN_TRANSACTION = ("INTRANS", "INERROR")  # idle in a transaction, or in a failed one

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from core.adapters.limits.base import LimitCheck
 from core.adapters.limits.memory import MemoryRateLimiter
@@ -21,7 +23,8 @@ from core.runtime.tx import Tx
 from core.services.queue import enqueue
 from core.services.relay import EnvelopeAccepted, read_queue, relay_envelope
 from core.services.send import SendOut, send_notification
-from core.store.savepoint import in_savepoint
+from core.store.database import session_scope
+from core.store.savepoint import in_failed_transaction, in_savepoint
 from tests.core.pairs import paired
 from tests.core.test_group_commit import (
     SEND_BURST,
@@ -133,3 +136,13 @@ def test_a_replay_answers_the_recorded_calls_and_sends_the_rest_to_the_limiter()
     assert limiter.peek(checks, 1001.0).binding.remaining == 4
     assert replay.acquire(checks, 1001.0).binding.remaining == 3  # off the record (a peek was next)
     assert replay.peek(checks, 1001.0).binding.remaining == 3  # and every call after it
+
+
+def test_a_failed_statement_leaves_a_postgresql_transaction_failed_and_sqlite_not(core: Core) -> None:
+    """What a group also checks before letting a write that changed nothing fail alone."""
+    with session_scope(core.engine) as session:
+        assert not in_failed_transaction(session)
+        with pytest.raises(DBAPIError):
+            session.connection().execute(text("SELECT * FROM no_such_table"))
+        assert in_failed_transaction(session) == (core.engine.dialect.name == "postgresql")
+        session.rollback()
