@@ -81,16 +81,19 @@ class PreparedStatement:
         if compiled is None:
             compiled = self._compiled[dialect.name] = _Compiled.of(self.statement, dialect)
         parameters = compiled.parameters(params)
-        dbapi_connection = connection.connection
+        fairy = connection.connection
+        kept = dialect.name == "postgresql"
         cursor = None
         try:
-            cursor = dbapi_connection.cursor()
+            cursor = _kept_cursor(fairy) if kept else fairy.cursor()
             cursor.execute(compiled.sql, parameters)
             rows: list[tuple[Any, ...]] = list(cursor.fetchall()) if compiled.returns_rows else []
         except dialect.loaded_dbapi.Error as error:
+            if kept:  # the next statement gets a fresh cursor
+                fairy.info.pop(_KEPT_CURSOR, None)
             raise driver_error(connection, compiled.sql, parameters, error, cursor) from error
         finally:
-            if cursor is not None:
+            if cursor is not None and not kept:
                 cursor.close()
         processors = compiled.result_processors
         if processors is None:
@@ -104,6 +107,21 @@ class PreparedStatement:
         """The first column of the first row, or None when there is no row."""
         found = self.rows(connection, **params)
         return found[0][0] if found else None
+
+
+# In a pooled connection's ``info``: its cursor for prepared statements, on PostgreSQL. psycopg
+# builds a cursor's adaptation state (the loaders of a result's columns, the dumpers of its
+# parameters) afresh for every new cursor; kept, a statement run again finds it made.
+_KEPT_CURSOR = "relaybox_kept_cursor"
+
+
+def _kept_cursor(fairy: Any) -> Any:
+    """The pooled connection's kept cursor, made when it has none or its driver connection is a new
+    one (a reconnect); one thread at a time uses a connection, so one cursor serves every statement."""
+    cursor = fairy.info.get(_KEPT_CURSOR)
+    if cursor is None or cursor.connection is not fairy.driver_connection or cursor.closed:
+        cursor = fairy.info[_KEPT_CURSOR] = fairy.cursor()
+    return cursor
 
 
 def driver_error(

@@ -184,5 +184,28 @@ def test_a_lost_connection_is_invalidated_and_means_unavailable(postgres_databas
         assert victim.invalidated
         unavailable = as_unavailable(raised.value)
         assert unavailable is not None and unavailable.code == "unavailable"
+        victim.rollback()  # connected again: the cursor kept for the lost connection is not used
+        assert PreparedStatement(select(bindparam("value"))).rows(victim, value=7) == [(7,)]
     engine.dispose()
     assert SECRET not in str(raised.value)
+
+
+def test_statements_of_every_shape_in_turn_on_one_connection(engine: Engine, probe: Table) -> None:
+    """On PostgreSQL they share the connection's kept cursor: each answers its own rows, one that
+    fails leaves the next (in a new transaction) to run as if it had not."""
+    add_devices(engine)
+    devices = PreparedStatement(STATEMENT)
+    one = PreparedStatement(select(bindparam("value", type_=Integer)))
+    insert = PreparedStatement(probe.insert().values(name=bindparam("name"), number=bindparam("number")))
+    broken = PreparedStatement(select(probe.c.name).where(probe.c.number == func.no_such_function()))
+    with engine.connect() as connection:
+        for round_ in range(3):
+            with connection.begin():
+                assert [row[0] for row in devices.rows(connection, account_id="acc-1")] == ["dev-1", "dev-0"]
+                assert one.rows(connection, value=round_) == [(round_,)]
+                assert insert.rows(connection, name=f"n{round_}", number=10 + round_) == []
+            with pytest.raises((OperationalError, ProgrammingError)), connection.begin():
+                broken.rows(connection)
+        with connection.begin():
+            assert devices.rows(connection, account_id="acc-2") == [("dev-2", False, False)]
+            assert len(connection.execute(select(probe)).all()) == 6  # three rows and the three inserted
