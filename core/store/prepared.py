@@ -112,7 +112,7 @@ class PreparedStatement:
 # In a pooled connection's ``info``: its cursor for prepared statements, on PostgreSQL. psycopg
 # builds a cursor's adaptation state (the loaders of a result's columns, the dumpers of its
 # parameters) afresh for every new cursor; kept, a statement run again finds it made. It holds the
-# last statement's result until the next one (every prepared statement answers a few small rows).
+# last statement's parameters (ciphertext, hashes) and result (a few small rows) until the next one.
 _KEPT_CURSOR = "relaybox_kept_cursor"
 
 
