@@ -1,7 +1,8 @@
 """Group commit: relays and sends submitted together share one transaction, each caller
 still gets exactly its own result or error, a bad one never fails or duplicates the others, every
-write runs exactly once (a send's rate limits are charged once), and writes still queued when the
-Core stops fail instead of hanging."""
+write is written once and a send's rate limits are charged once (a write run again after another
+failed: tests/core/test_group_rewrite.py), and writes still queued when the Core stops fail instead
+of hanging."""
 
 from __future__ import annotations
 
