@@ -34,7 +34,7 @@ from sqlmodel import Session
 from core.adapters.limits.recorded import LimiterCall, RecordingLimiter, ReplayingLimiter
 from core.runtime.group_commit import Write, lock_devices_of
 from core.runtime.transaction import run_in_transaction
-from core.runtime.tx import MakeTx, Outcome
+from core.runtime.tx import MakeTx, Outcome, Tx
 from core.store.change_marks import change_mark
 from core.store.database import session_scope
 from core.store.savepoint import in_failed_transaction, in_savepoint, in_transaction
@@ -164,7 +164,7 @@ def _without_savepoints(make_tx: MakeTx, writes: list[Write], session: Session, 
         tx.limiter = recording
         mark = change_mark(connection)
         try:
-            result = write.op(tx, write.principal, *write.args, **write.kw)
+            result = _bound(write, tx)()
             session.flush()
         except Exception as error:
             if not in_transaction(session):
@@ -194,11 +194,15 @@ def _with_savepoints(
         if index < failed.index:
             tx.limiter = ReplayingLimiter(tx.limiter, failed.limiter_calls[index])
         try:
-            op = functools.partial(write.op, tx, write.principal, *write.args, **write.kw)
-            result = in_savepoint(session, op)
+            result = in_savepoint(session, _bound(write, tx))
         except Exception as error:
             results.append(error)
             if not in_transaction(session):
                 raise  # it ended the whole transaction (a failed ORM flush, disk full)
         else:
             results.append((result, tx.events))
+
+
+def _bound(write: Write, tx: Tx) -> Callable[[], Any]:
+    """The write's operation with everything it is called with."""
+    return functools.partial(write.op, tx, write.principal, *write.args, **write.kw)

@@ -17,7 +17,7 @@ that cannot be ended (never seen) rolls it back too. Then the error is raised as
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlmodel import Session
@@ -84,16 +84,21 @@ def in_transaction(session: Session) -> bool:
     if not session.in_transaction() or not session.is_active:
         return False
     driver = session.connection().connection.driver_connection
-    info = getattr(driver, "info", None)  # psycopg's; sqlite3 has none
-    if info is not None:
-        return info.transaction_status.name in _POSTGRES_IN_TRANSACTION
+    status = _postgres_status(driver)
+    if status is not None:
+        return status in _POSTGRES_IN_TRANSACTION
     return bool(getattr(driver, "in_transaction", False))
 
 
 def in_failed_transaction(session: Session) -> bool:
     """Whether the transaction is one a failed statement left to be rolled back (PostgreSQL)."""
-    info = getattr(session.connection().connection.driver_connection, "info", None)  # sqlite3 has none
-    return info is not None and info.transaction_status.name == "INERROR"
+    return _postgres_status(session.connection().connection.driver_connection) == "INERROR"
+
+
+def _postgres_status(driver: Any) -> str | None:
+    """psycopg's transaction status of the driver connection by name; None on sqlite3 (no ``info``)."""
+    info = getattr(driver, "info", None)
+    return None if info is None else str(info.transaction_status.name)
 
 
 _POSTGRES_IN_TRANSACTION = ("INTRANS", "INERROR")  # idle in a transaction, or in a failed one
