@@ -228,6 +228,32 @@ def test_an_acquire_is_one_round_trip_that_runs_the_script(redis_url: str, names
 
 
 @pytest.mark.redis
+def test_each_key_lives_as_long_as_a_charge_in_it_counts(redis_url: str, namespace: str) -> None:
+    """A rolling window's key lives a window past its newest charge (each charge sets it anew); a
+    month's key lives until its month ends (set when its first charge creates it)."""
+    limiter = RedisRateLimiter(redis_url, namespace=namespace)
+    admin = redis.Redis.from_url(redis_url, socket_timeout=10)
+    rolling = LimitCheck("token_burst", "tok", 60, 60)
+    monthly = LimitCheck("token_monthly", "tok", 500, kind=WindowKind.CALENDAR_MONTH)
+    rolling_key, monthly_key = (f"{namespace}:limit:{check.bucket(NOW)[0]}" for check in (rolling, monthly))
+    until_month_end_ms = (month_bounds(NOW)[1] - NOW) * 1000
+    try:
+        assert limiter.acquire([rolling, monthly], NOW).allowed
+        assert 55_000 < admin.pttl(rolling_key) <= 60_000
+        assert until_month_end_ms - 5_000 < admin.pttl(monthly_key) <= until_month_end_ms
+        admin.pexpire(rolling_key, 1_000)  # as if its newest charge were almost a window old
+        admin.pexpire(monthly_key, 1_000)
+        assert limiter.acquire([rolling, monthly], NOW + 1).allowed
+        assert 55_000 < admin.pttl(rolling_key) <= 60_000  # a window past the new charge
+        assert admin.pttl(monthly_key) <= 1_000  # still the month's end, as first set
+        assert limiter.peek([rolling, monthly], NOW + 2).binding.remaining == 58
+    finally:
+        limiter.reset()
+        limiter.close()
+        admin.close()
+
+
+@pytest.mark.redis
 def test_a_limiter_carries_on_after_redis_drops_its_connection_and_forgets_its_script(
     redis_url: str, namespace: str
 ) -> None:

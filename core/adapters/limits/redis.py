@@ -6,10 +6,10 @@ counts and — only when every layer allows it — charges all layers of a call,
 single round trip; it answers each layer's count and oldest score, from which Python computes
 the same states and decision as the memory limiter (``layer_state``, ``decide``).
 
-Every send makes two calls (the IP peek, then the charge), so a call goes straight to a
-connection of the limiter's own: ``EVALSHA`` written and its answer read on it. Through
-redis-py's client and pool it cost twice the client CPU (28 µs against 14), which adds
-nothing here: one command, no retry policy to apply beyond the one below.
+A send makes one call (its charge) or two (the IP peek first, when its credential is not
+cached), so a call goes straight to a connection of the limiter's own: ``EVALSHA`` written and its
+answer read on it. Through redis-py's client and pool it cost twice the client CPU (28 µs against
+14), which adds nothing here: one command, no retry policy to apply beyond the one below.
 """
 
 from __future__ import annotations
@@ -22,24 +22,40 @@ from typing import Any
 
 import redis
 
-from core.adapters.limits.base import LimitCheck, LimitDecision, LimitState, decide, layer_state
+from core.adapters.limits.base import (
+    LimitCheck,
+    LimitDecision,
+    LimitState,
+    WindowKind,
+    decide,
+    layer_state,
+)
 from core.availability import CircuitBreaker, DependencyUnavailableError
 
 DEFAULT_NAMESPACE = "relaybox"
 TIMEOUT_S = 2.0
 
 # KEYS: a sorted set per layer.  ARGV: now, cost, charge (1 | 0), a member id unique to this call,
-# then per layer: the earliest time still counted, the key's time to live in ms, the limit.
+# then per layer: the earliest time still counted, the key's time to live in ms, the limit, and
+# "r" for a rolling window or "c" for a calendar month. Every ``redis.call`` in a script costs
+# about as much again as the command itself, so a layer makes only the calls it needs: a month's
+# key holds that month's charges alone (the month is in its name), so it is never trimmed and its
+# oldest charge is never asked for (a month resets when the next begins); it gets its time to live
+# (until the month ends) once, when its first charge creates it. A rolling window's key gets the
+# window's length from now on every charge, never shorter than the one set before it.
 _SCRIPT = """
 local cost = tonumber(ARGV[2])
 local allowed = true
 local answer = {}
 for i, key in ipairs(KEYS) do
-  local at = 4 + (i - 1) * 3
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[at + 1])
+  local at = 4 + (i - 1) * 4
+  local rolling = ARGV[at + 4] == 'r'
+  if rolling then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[at + 1])
+  end
   local used = redis.call('ZCARD', key)
   local oldest = false
-  if used > 0 then
+  if rolling and used > 0 then
     oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]
   end
   if used + cost > tonumber(ARGV[at + 3]) then
@@ -49,6 +65,7 @@ for i, key in ipairs(KEYS) do
 end
 if allowed and ARGV[3] == '1' then
   for i, key in ipairs(KEYS) do
+    local at = 4 + (i - 1) * 4
     local members = {}
     for n = 1, cost do
       members[#members + 1] = ARGV[1]
@@ -58,14 +75,14 @@ if allowed and ARGV[3] == '1' then
         members = {}
       end
     end
-    local ttl = tonumber(ARGV[4 + (i - 1) * 3 + 2])
-    if redis.call('PTTL', key) < ttl then
-      redis.call('PEXPIRE', key, ttl)
+    if ARGV[at + 4] == 'r' or answer[i][1] == 0 then
+      redis.call('PEXPIRE', key, ARGV[at + 2])
     end
   end
 end
 return answer
 """
+_KIND = {WindowKind.ROLLING: "r", WindowKind.CALENDAR_MONTH: "c"}  # a layer's last argument
 
 
 class RedisRateLimiter:
@@ -116,7 +133,8 @@ class RedisRateLimiter:
         for check in checks:
             key, since, expires = check.bucket(now)
             keys.append(self._prefix + key)
-            args.extend([repr(since), max(1, math.ceil((expires - now) * 1000)), check.limit])
+            time_to_live = max(1, math.ceil((expires - now) * 1000))
+            args.extend([repr(since), time_to_live, check.limit, _KIND[check.kind]])
         self.breaker.check()
         try:
             answer = self._run(keys, args)
