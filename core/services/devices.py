@@ -28,6 +28,7 @@ from core.services.push_registration import (
     prove_push_registration,
     push_route,
 )
+from core.services.queue import lock_recipients
 from core.store.tables import (
     Account,
     Device,
@@ -201,6 +202,7 @@ def report_status(tx: Tx, principal: Principal, *, body: StatusReport) -> Status
 def disconnect_device(tx: Tx, principal: Principal) -> None:
     """Unpair the calling device and drop its keys, credential, registration and queue."""
     device = own_device(tx, principal)
+    _lock_account_devices(tx, device.account_id)
     pairs = tx.session.exec(
         select(Pair).where(
             or_(col(Pair.device_id) == device.device_id, col(Pair.phone_device_id) == device.device_id)
@@ -221,6 +223,15 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
     tx.session.flush()
     tx.session.delete(device)
     tx.emit(DeviceRevoked(device.device_id))
+
+
+def _lock_account_devices(tx: Tx, account_id: str) -> None:
+    """PostgreSQL: lock the account's devices in id order, as a group of its sends does, before a
+    removal writes to any of them (the phone's queue, telling it; the device's queue and row): taken
+    in another order, a group holding some of them and waiting for the others would deadlock with
+    it (``tests/core/test_device_removal_locks.py``)."""
+    ids = tx.session.exec(select(Device.device_id).where(col(Device.account_id) == account_id)).all()
+    lock_recipients(tx, sorted(ids))
 
 
 def own_device(tx: Tx, principal: Principal) -> Device:
