@@ -2,8 +2,9 @@
 devices in id order, then writes. The removal tells the phone on its queue (which locks the phone)
 and then deletes the device's row; in that order, a group holding the removed device (the lower id)
 and waiting for the phone would wait on the removal while the removal waits on it: a deadlock,
-which PostgreSQL ends after a second by failing one of them (the group: every send in it). The
-removal takes its account's devices in id order first, so it waits behind the group instead."""
+which PostgreSQL ends after a second by failing one of them (the removal, or the group and with it
+every send in it; before the fix this test saw the removal fail). The removal takes its account's
+devices in id order first, so it waits behind the group instead."""
 
 from __future__ import annotations
 
