@@ -17,6 +17,7 @@ from core.domain.secrets import digest, new_device_credential, new_uuid
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.events import DeviceRevoked
+from core.runtime.group_commit import lock_devices_of
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services.delivery import push_target, request_push
@@ -28,7 +29,6 @@ from core.services.push_registration import (
     prove_push_registration,
     push_route,
 )
-from core.services.queue import lock_recipients
 from core.store.tables import (
     Account,
     Device,
@@ -226,12 +226,14 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
 
 
 def _lock_account_devices(tx: Tx, account_id: str) -> None:
-    """PostgreSQL: lock the account's devices in id order, as a group of its sends does, before a
-    removal writes to any of them (the phone's queue, telling it; the device's queue and row): taken
-    in another order, a group holding some of them and waiting for the others would deadlock with
-    it (``tests/core/test_device_removal_locks.py``)."""
-    ids = tx.session.exec(select(Device.device_id).where(col(Device.account_id) == account_id)).all()
-    lock_recipients(tx, sorted(ids))
+    """PostgreSQL: lock the account's devices in id order, as a group of its sends does
+    (``lock_devices_of``, the group's own statement), before a removal writes to any of them (the
+    phone's queue, telling it; the device's queue and row): taken in another order, a group holding
+    some of them and waiting for the others would deadlock with it
+    (``tests/core/test_device_removal_locks.py``). The phone's queue write then has nothing left
+    to lock."""
+    if tx.connection().dialect.name == "postgresql":
+        lock_devices_of(tx.session, {account_id})
 
 
 def own_device(tx: Tx, principal: Principal) -> Device:
