@@ -29,11 +29,12 @@ from core.principal import Principal
 from core.runtime.after_commit import AfterCommit
 from core.runtime.events import Deferred
 from core.runtime.group_commit import MAX_GROUP, MAX_GROUP_POSTGRES, Write
-from core.runtime.group_transaction import Rewrites, write_group
+from core.runtime.group_transaction import write_group
 from core.runtime.group_writers import WRITERS_POSTGRES, GroupWriters
 from core.runtime.loop_reader import LoopReader, read_on_loop
 from core.runtime.marks import is_group_commit, is_quick_read
 from core.runtime.presence import Presence
+from core.runtime.tally import Tally
 from core.runtime.transaction import run_in_transaction
 from core.runtime.tx import SyncOp, Tx
 from core.runtime.waits import Waits
@@ -82,7 +83,7 @@ class Core:
         # Hot writes under load share transactions (``core.runtime.group_commit``); on PostgreSQL
         # spare writers for when a group is held up (``core.runtime.group_writers``).
         on_sqlite = self._sqlite_writer is not None
-        self.group_rewrites = Rewrites()  # group transactions written again (``/metrics``)
+        self.group_rewrites = Tally()  # group transactions written again in savepoints (``/metrics``)
         self.group_writers = GroupWriters(
             functools.partial(write_group, engine, self._sqlite_writer, self._tx, self.group_rewrites),
             writers=1 if on_sqlite else WRITERS_POSTGRES,

@@ -33,6 +33,7 @@ from sqlmodel import Session
 
 from core.adapters.limits.recorded import LimiterCall, RecordingLimiter, ReplayingLimiter
 from core.runtime.group_commit import Write, lock_devices_of
+from core.runtime.tally import Tally
 from core.runtime.transaction import run_in_transaction
 from core.runtime.tx import MakeTx, Outcome, Tx
 from core.store.change_marks import change_mark
@@ -47,29 +48,11 @@ GROUP_BUDGET_S = 0.25
 Results = list[Outcome[Any] | Exception]  # one a write taken, in the group's order
 
 
-class Rewrites:
-    """How many group transactions this process wrote again in savepoints (``/metrics``): each is
-    a write that failed after changing rows and the writes before it run twice. Counted from the
-    group writers' threads."""
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._lock = threading.Lock()
-
-    @property
-    def count(self) -> int:
-        return self._count
-
-    def counted(self) -> None:
-        with self._lock:
-            self._count += 1
-
-
 def write_group(
     engine: Engine,
     sqlite_writer: threading.Lock | None,
     make_tx: MakeTx,
-    rewrites: Rewrites,
+    rewrites: Tally,  # counts the transactions written again in savepoints (``/metrics``)
     writes: list[Write],
 ) -> None:
     """On a worker thread: the group in one transaction (or, should it run long, several one after
@@ -105,7 +88,7 @@ def _write_in_one_transaction(
     engine: Engine,
     sqlite_writer: threading.Lock | None,
     make_tx: MakeTx,
-    rewrites: Rewrites,
+    rewrites: Tally,  # counts the transactions written again in savepoints (``/metrics``)
     writes: list[Write],
 ) -> int:
     """The first of ``writes`` in one transaction, and those after it while the transaction has

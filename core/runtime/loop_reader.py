@@ -24,7 +24,6 @@ being listed within that time; its credentials are not kept here but in ``core.c
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
@@ -36,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from core.principal import Principal
 from core.runtime.marks import reuse_key
+from core.runtime.tally import Tally
 from core.runtime.tx import MakeTx, Outcome
 from core.store.database import READ_ONLY
 from core.store.prepared import driver_error, run_on_driver
@@ -48,21 +48,10 @@ VERSION_CHECK_S = 0.01  # another process's commit drops what is kept within thi
 T = TypeVar("T")
 
 
-class _Commits:
-    """The commits of this process's sessions (any engine), counted once each has landed: a read
-    that begins after the count moved sees the commit."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()  # writer threads commit at once: no increment may be lost
-
-    def landed(self, _session: Session) -> None:
-        with self._lock:
-            self.count += 1
-
-
-COMMITS = _Commits()
-event.listen(Session, "after_commit", COMMITS.landed)
+# The commits of this process's sessions (any engine), counted once each has landed: a read that
+# begins after the count moved sees the commit.
+COMMITS = Tally()
+event.listen(Session, "after_commit", lambda _session: COMMITS.counted())
 
 
 class LoopReader:
