@@ -124,6 +124,23 @@ def test_an_entry_leaves_the_window_exactly_window_seconds_later(limiter: RateLi
 # -- Redis only ------------------------------------------------------------------------------------
 
 
+def test_acquire_each_decides_each_call_as_acquires_one_after_another_would(limiter: RateLimiter) -> None:
+    burst = LimitCheck("token_burst", "tok", 3, 60)
+    others = [LimitCheck("ip_minute", "ip", 100, 60), LimitCheck("receiver_daily", "acc", 100, 86_400)]
+    alone = LimitCheck("token_burst", "other", 3, 60)
+    calls = [[burst, *others], [alone], [burst, *others], [burst, *others], [burst, *others], [alone]]
+
+    decisions = limiter.acquire_each(calls, NOW)
+
+    assert [d.allowed for d in decisions] == [True, True, True, True, False, True]
+    assert [d.binding.remaining for d in decisions[:4]] == [2, 2, 1, 0]
+    assert decisions[4].binding.resource == "token_burst" and decisions[4].retry_after == 60
+    assert decisions[5].binding.remaining == 1
+    # the refused call charged no layer; each allowed one charged every layer once
+    assert limiter.peek(others, NOW).layers[0].remaining == 100 - 3
+    assert limiter.acquire_each([], NOW) == []
+
+
 @pytest.fixture
 def replicas(redis_url: str, namespace: str) -> Iterator[tuple[RedisRateLimiter, RedisRateLimiter]]:
     first = RedisRateLimiter(redis_url, namespace=namespace)
@@ -196,8 +213,11 @@ def test_reset_forgets_only_its_own_namespace(redis_url: str, namespace: str) ->
 
 
 @pytest.mark.redis
-def test_an_acquire_is_one_round_trip_that_runs_the_script(redis_url: str, namespace: str) -> None:
-    """Counted on the server: MONITOR sees every command of the limiter's named connection."""
+def test_an_acquire_is_one_round_trip_that_runs_the_script(
+    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted on the server: MONITOR sees every command of the limiter's named connection; calls
+    made together are written to it at once."""
     separator = "&" if "?" in redis_url else "?"
     limiter = RedisRateLimiter(f"{redis_url}{separator}client_name={namespace}", namespace=namespace)
     admin = redis.Redis.from_url(redis_url, socket_timeout=10)
@@ -213,18 +233,36 @@ def test_an_acquire_is_one_round_trip_that_runs_the_script(redis_url: str, names
             for n in range(3):
                 limiter.acquire(layers, NOW + n)
             limiter.peek(layers, NOW + 3)
+            sent = _counting_sends(monkeypatch)
+            limiter.acquire_each([layers] * 5, NOW + 4)  # pipelined: 5 scripts, one round trip
+            assert len(sent) == 1
             admin.echo(marker)
             seen: list[tuple[str, str]] = []
             while marker not in (command := monitor.next_command())["command"]:
                 seen.append((f"{command['client_address']}:{command['client_port']}", command["command"]))
         addresses = {client["addr"] for client in admin.client_list() if client["name"] == namespace}
         commands = [text for address, text in seen if address in addresses]
-        assert len(commands) == 4, commands
+        assert len(commands) == 9, commands
         assert all(text.startswith("EVALSHA ") for text in commands), commands
     finally:
         limiter.reset()
         limiter.close()
         admin.close()
+
+
+def _counting_sends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the writes to Redis connections from now on (one a round trip)."""
+    sent: list[int] = []
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(
+        connection: redis.connection.AbstractConnection, command: object, check_health: bool = True
+    ) -> None:
+        sent.append(1)
+        send(connection, command, check_health)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    return sent
 
 
 @pytest.mark.redis
@@ -272,6 +310,11 @@ def test_a_limiter_carries_on_after_redis_drops_its_connection_and_forgets_its_s
         admin.script_flush()
         assert limiter.acquire([check], NOW + 2).binding.remaining == 0
         assert not limiter.acquire([check], NOW + 3).allowed
+        admin.script_flush()  # and for calls made together: each charged once
+        other = LimitCheck("token_burst", "other", 3, 60)
+        decisions = limiter.acquire_each([[other], [check], [other]], NOW + 4)
+        assert [(d.allowed, d.binding.remaining) for d in decisions] == [(True, 2), (False, 0), (True, 1)]
+        assert limiter.peek([other], NOW + 5).binding.remaining == 1
     finally:
         limiter.reset()
         limiter.close()

@@ -115,6 +115,12 @@ class RateLimiter(Protocol):
         """Charge ``cost`` to every check if all allow it; otherwise charge nothing."""
         ...
 
+    def acquire_each(self, calls: list[list[LimitCheck]], now: float) -> list[LimitDecision]:
+        """``acquire`` of each call (cost 1), one after another in their order, each decided as it
+        would be alone: on Redis in one round trip (a group of sends charged together,
+        ``core.runtime.group_transaction``)."""
+        ...
+
     def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
         """The decision ``acquire`` would give, without charging."""
         ...

@@ -21,6 +21,9 @@ class MemoryRateLimiter:
     def acquire(self, checks: list[LimitCheck], now: float, *, cost: int = 1) -> LimitDecision:
         return self._evaluate(checks, now, cost, charge=True)
 
+    def acquire_each(self, calls: list[list[LimitCheck]], now: float) -> list[LimitDecision]:
+        return [self._evaluate(checks, now, 1, charge=True) for checks in calls]
+
     def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
         return self._evaluate(checks, now, 1, charge=False)
 

@@ -50,6 +50,11 @@ class RecordingLimiter(_OverLimiter):
         self.calls.append(LimiterCall(True, tuple(checks), cost, decision))
         return decision
 
+    def acquire_each(self, calls: list[list[LimitCheck]], now: float) -> list[LimitDecision]:
+        decisions = self.limiter.acquire_each(calls, now)
+        self.calls += [LimiterCall(True, tuple(c), 1, d) for c, d in zip(calls, decisions, strict=True)]
+        return decisions
+
     def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
         decision = self.limiter.peek(checks, now)
         self.calls.append(LimiterCall(False, tuple(checks), 1, decision))
@@ -68,6 +73,9 @@ class ReplayingLimiter(_OverLimiter):
     def acquire(self, checks: list[LimitCheck], now: float, *, cost: int = 1) -> LimitDecision:
         replayed = self._replay(True, checks, cost)
         return replayed if replayed is not None else self.limiter.acquire(checks, now, cost=cost)
+
+    def acquire_each(self, calls: list[list[LimitCheck]], now: float) -> list[LimitDecision]:
+        return [self.acquire(checks, now) for checks in calls]
 
     def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
         replayed = self._replay(False, checks, 1)

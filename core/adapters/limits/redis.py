@@ -9,7 +9,9 @@ the same states and decision as the memory limiter (``layer_state``, ``decide``)
 A send makes one call (its charge) or two (the IP peek first, when its credential is not
 cached), so a call goes straight to a connection of the limiter's own: ``EVALSHA`` written and its
 answer read on it. Through redis-py's client and pool it cost twice the client CPU (28 µs against
-14), which adds nothing here: one command, no retry policy to apply beyond the one below.
+14), which adds nothing here: one command, no retry policy to apply beyond the one below. The
+sends of a group are charged together (``acquire_each``): their scripts pipelined, one round trip
+for all, where each round trip costs this machine ~60 µs of the caller's CPU and ~25 of Redis's.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import redis
 from core.adapters.limits.base import (
     LimitCheck,
     LimitDecision,
-    LimitState,
     WindowKind,
     decide,
     layer_state,
@@ -83,6 +84,8 @@ end
 return answer
 """
 _KIND = {WindowKind.ROLLING: "r", WindowKind.CALENDAR_MONTH: "c"}  # a layer's last argument
+_Script = tuple[list[str], list[str | int]]  # one call's keys and arguments
+_NOT_RUN = object()  # in place of the answer of a script the server did not have
 
 
 class RedisRateLimiter:
@@ -103,10 +106,15 @@ class RedisRateLimiter:
         self._lock = threading.Lock()
 
     def acquire(self, checks: list[LimitCheck], now: float, *, cost: int = 1) -> LimitDecision:
-        return self._evaluate(checks, now, cost, charge=True)
+        [decision] = self._evaluate([checks], now, cost, charge=True)
+        return decision
+
+    def acquire_each(self, calls: list[list[LimitCheck]], now: float) -> list[LimitDecision]:
+        return self._evaluate(calls, now, 1, charge=True) if calls else []
 
     def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
-        return self._evaluate(checks, now, 1, charge=False)
+        [decision] = self._evaluate([checks], now, 1, charge=False)
+        return decision
 
     def reset(self) -> None:
         """Forget every count under this limiter's namespace (and nothing else in the database)."""
@@ -127,7 +135,37 @@ class RedisRateLimiter:
             connection.disconnect()  # a later call connects it again
         self._client.close()
 
-    def _evaluate(self, checks: list[LimitCheck], now: float, cost: int, *, charge: bool) -> LimitDecision:
+    def _evaluate(
+        self, calls: list[list[LimitCheck]], now: float, cost: int, *, charge: bool
+    ) -> list[LimitDecision]:
+        """Each call's script, all in one round trip (Redis runs them in their order)."""
+        scripts = [self._script_arguments(checks, now, cost, charge) for checks in calls]
+        self.breaker.check()
+        try:
+            answers = self._run(scripts)
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            self.breaker.failed()
+            raise DependencyUnavailableError("redis") from error
+        self.breaker.succeeded()
+        return [
+            decide(
+                [
+                    layer_state(
+                        check,
+                        now,
+                        used=int(used),
+                        oldest=None if oldest is None else float(oldest),
+                        cost=cost,
+                        charge=charge,
+                    )
+                    for check, (used, oldest) in zip(checks, answer, strict=True)
+                ],
+                now,
+            )
+            for checks, answer in zip(calls, answers, strict=True)
+        ]
+
+    def _script_arguments(self, checks: list[LimitCheck], now: float, cost: int, charge: bool) -> _Script:
         keys: list[str] = []
         args: list[str | int] = [repr(now), cost, 1 if charge else 0, secrets.token_hex(8)]
         for check in checks:
@@ -135,38 +173,19 @@ class RedisRateLimiter:
             keys.append(self._prefix + key)
             time_to_live = max(1, math.ceil((expires - now) * 1000))
             args.extend([repr(since), time_to_live, check.limit, _KIND[check.kind]])
-        self.breaker.check()
-        try:
-            answer = self._run(keys, args)
-        except (redis.ConnectionError, redis.TimeoutError) as error:
-            self.breaker.failed()
-            raise DependencyUnavailableError("redis") from error
-        self.breaker.succeeded()
-        states: list[tuple[LimitState, bool]] = []
-        for check, (used, oldest) in zip(checks, answer, strict=True):
-            states.append(
-                layer_state(
-                    check,
-                    now,
-                    used=int(used),
-                    oldest=None if oldest is None else float(oldest),
-                    cost=cost,
-                    charge=charge,
-                )
-            )
-        return decide(states, now)
+        return keys, args
 
-    def _run(self, keys: list[str], args: list[str | int]) -> Any:
-        """The script on a connection of this limiter's: a connection that dropped while idle
+    def _run(self, scripts: list[_Script]) -> list[Any]:
+        """The scripts on a connection of this limiter's: a connection that dropped while idle
         (Redis restarted) is tried once more, connected afresh; a timeout is not (it is the bound)."""
         with self._lock:
             connection = self._idle.pop() if self._idle else self._client.connection_pool.make_connection()
         try:
             try:
-                return self._call(connection, keys, args)
+                return self._call(connection, scripts)
             except redis.ConnectionError:
                 connection.disconnect()
-                return self._call(connection, keys, args)
+                return self._call(connection, scripts)
         except BaseException:
             connection.disconnect()  # nothing half-read is left on it
             raise
@@ -174,10 +193,20 @@ class RedisRateLimiter:
             with self._lock:
                 self._idle.append(connection)
 
-    def _call(self, connection: Any, keys: list[str], args: list[str | int]) -> Any:
-        connection.send_command("EVALSHA", self._sha, len(keys), *keys, *args)
-        try:
-            return connection.read_response()
-        except redis.exceptions.NoScriptError:  # a new or flushed server: EVAL caches the script
-            connection.send_command("EVAL", _SCRIPT, len(keys), *keys, *args)
-            return connection.read_response()
+    def _call(self, connection: Any, scripts: list[_Script]) -> list[Any]:
+        """Every script's answer. A new or flushed server answers NOSCRIPT: each script it did not
+        run is sent again with its text (which caches it), after the others, as a rare exception to
+        their order (a server flushed between two scripts of one round trip)."""
+        commands = [("EVALSHA", self._sha, len(keys), *keys, *args) for keys, args in scripts]
+        connection.send_packed_command(connection.pack_commands(commands))
+        answers: list[Any] = []
+        for _ in commands:  # every answer is read, so that none is left on the connection
+            try:
+                answers.append(connection.read_response())
+            except redis.exceptions.NoScriptError:
+                answers.append(_NOT_RUN)
+        for index, (keys, args) in enumerate(scripts):
+            if answers[index] is _NOT_RUN:
+                connection.send_command("EVAL", _SCRIPT, len(keys), *keys, *args)
+                answers[index] = connection.read_response()
+        return answers
