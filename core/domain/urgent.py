@@ -47,9 +47,9 @@ def parse_repeat(
 ) -> Repeat | None:
     """``repeat`` and ``expire`` of a send whose priority is ``priority``; ``None`` without
     ``repeat`` (an urgent send then alerts once, as any other). Raises ``InvalidFieldError``."""
-    repeat, expire = _given(fields.get("repeat")), _given(fields.get("expire"))
-    if repeat is None and expire is None:
+    if not may_repeat(fields):
         return None
+    repeat, expire = _given(fields.get("repeat")), _given(fields.get("expire"))
     if priority != "urgent":
         raise InvalidFieldError(
             "repeat_requires_urgent", 'repeat and expire are taken only with priority "urgent".'
@@ -65,6 +65,11 @@ def parse_repeat(
         else _seconds(expire, EXPIRE_MIN_S, EXPIRE_MAX_S, "invalid_expire", "expire")
     )
     return Repeat(every, lasts)
+
+
+def may_repeat(fields: Mapping[str, Any]) -> bool:
+    """The send gives ``repeat`` or ``expire``: ``parse_repeat`` answers a ``Repeat`` or refuses."""
+    return _given(fields.get("repeat")) is not None or _given(fields.get("expire")) is not None
 
 
 def _given(value: Any) -> Any:

@@ -32,6 +32,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from core.adapters.limits.recorded import LimiterCall, RecordingLimiter, ReplayingLimiter
+from core.runtime.ahead import Ahead, charge_together, planned
 from core.runtime.group_commit import Write, lock_devices_of
 from core.runtime.tally import Tally
 from core.runtime.transaction import run_in_transaction
@@ -81,7 +82,7 @@ class _ChangedThenFailedError(Exception):
         super().__init__(index)
         self.index = index
         self.error = error
-        self.limiter_calls = limiter_calls  # of each write before it, on its first run
+        self.limiter_calls = limiter_calls  # of each write taken on the first run (charged or not)
 
 
 def _write_in_one_transaction(
@@ -134,47 +135,91 @@ def _in_transaction(
 
 
 def _without_savepoints(make_tx: MakeTx, writes: list[Write], session: Session, results: Results) -> None:
-    """Each write as it comes, its limiter calls recorded; raises ``_ChangedThenFailedError`` (and
-    so rolls the transaction back) at the first that fails after changing rows."""
+    """Each write as it comes, its limiter calls recorded: a write planned ahead of its charge
+    (``core.runtime.ahead``) waits for the next write not planned, or the group's end, to be
+    charged with the planned ones before it, then finished in order. Raises
+    ``_ChangedThenFailedError`` (and so rolls the transaction back) at the first that fails after
+    changing rows."""
     started = time.monotonic()
     connection = session.connection()
-    limiter_calls: list[list[LimiterCall]] = []
+    limiter_calls: list[list[LimiterCall]] = []  # of each write taken, in the group's order
+    ahead: list[Ahead] = []
     for index, write in enumerate(writes):
-        if results and time.monotonic() - started > GROUP_BUDGET_S:
-            return
+        if (results or ahead) and time.monotonic() - started > GROUP_BUDGET_S:
+            break
         tx = make_tx(session)
-        recording = RecordingLimiter(tx.limiter)
-        tx.limiter = recording
+        calls: list[LimiterCall] = []
+        limiter_calls.append(calls)
         mark = change_mark(connection)
-        try:
-            result = _bound(write, tx)()
-            session.flush()
-        except Exception as error:
-            if not in_transaction(session):
-                raise  # it ended the whole transaction (a failed ORM flush, disk full)
-            if change_mark(connection) != mark or in_failed_transaction(session):
-                raise _ChangedThenFailedError(index, error, limiter_calls) from error
-            session.expunge_all()  # what it added to the session and never flushed
-            results.append(error)
+        plan = planned(write.op, tx, write.principal, write.args, write.kw)
+        if plan is not None:
+            if isinstance(plan, Exception):
+                plan = _failed_alone(index, plan, session, mark, limiter_calls)
+            ahead.append(Ahead(index, tx, calls, plan))
+            continue
+        _finish(ahead, session, results, limiter_calls)
+        ahead = []
+        tx.limiter = RecordingLimiter(tx.limiter, calls)
+        results.append(_outcome(index, _bound(write, tx), tx, session, limiter_calls))
+    _finish(ahead, session, results, limiter_calls)
+
+
+def _finish(
+    ahead: list[Ahead], session: Session, results: Results, limiter_calls: list[list[LimiterCall]]
+) -> None:
+    """The planned writes of ``ahead`` charged together, then each finished, in order."""
+    charge_together(ahead)
+    for write in ahead:
+        if isinstance(write.planned, Exception):
+            results.append(write.planned)
         else:
-            results.append((result, tx.events))
-        limiter_calls.append(recording.calls)
+            finish = functools.partial(write.planned.finish, write.tx)
+            results.append(_outcome(write.index, finish, write.tx, session, limiter_calls))
+
+
+def _outcome(
+    index: int, run: Callable[[], Any], tx: Tx, session: Session, limiter_calls: list[list[LimiterCall]]
+) -> Outcome[Any] | Exception:
+    """``run()``'s result and events, or the error it failed with alone."""
+    mark = change_mark(session.connection())
+    try:
+        result = run()
+        session.flush()
+    except Exception as error:
+        return _failed_alone(index, error, session, mark, limiter_calls)
+    return result, tx.events
+
+
+def _failed_alone(
+    index: int, error: Exception, session: Session, mark: object, limiter_calls: list[list[LimiterCall]]
+) -> Exception:
+    """``error``, when the write failed before changing anything: nothing of it to undo. Else the
+    transaction must be rolled back: ``_ChangedThenFailedError``, or ``error`` itself when it
+    ended the whole transaction (a failed ORM flush, disk full)."""
+    if not in_transaction(session):
+        raise error
+    if change_mark(session.connection()) != mark or in_failed_transaction(session):
+        raise _ChangedThenFailedError(index, error, limiter_calls) from error
+    session.expunge_all()  # what it added to the session and never flushed
+    return error
 
 
 def _with_savepoints(
     make_tx: MakeTx, writes: list[Write], failed: _ChangedThenFailedError, session: Session, results: Results
 ) -> None:
-    """Again from the first write, each in a savepoint: those before the failed one with their
-    limiter calls replayed, the failed one failing as it did, those after it as they come."""
+    """Again from the first write, each in a savepoint: those taken on the first run with their
+    limiter calls replayed (those before the failed one, and those after it charged with it), the
+    failed one failing as it did, those after them as they come."""
     started = time.monotonic()
+    taken = len(failed.limiter_calls)
     for index, write in enumerate(writes):
         if index == failed.index:
             results.append(failed.error)
             continue
-        if index > failed.index and time.monotonic() - started > GROUP_BUDGET_S:
+        if index >= taken and time.monotonic() - started > GROUP_BUDGET_S:
             return
         tx = make_tx(session)
-        if index < failed.index:
+        if index < taken:
             tx.limiter = ReplayingLimiter(tx.limiter, failed.limiter_calls[index])
         try:
             result = in_savepoint(session, _bound(write, tx))

@@ -8,6 +8,7 @@ cap → envelope size → all counters at once → dispatch.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,15 +22,17 @@ from core.adapters.push.base import PushTarget
 from core.domain import payloads
 from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
 from core.domain.secrets import new_prefixed_id
+from core.domain.urgent import UrgentReceipt, may_repeat
 from core.errors import RelayError
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
+from core.runtime.ahead import Planned, charged_ahead
 from core.runtime.group_commit import ACCOUNT_DEVICE_COLUMNS, ACCOUNT_DEVICE_ROWS
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services import attachments, receipts
 from core.services.attachments import SealedAttachment
 from core.services.delivery import Addressee, send_server_messages
-from core.services.limits import Limited, charge_send_class
+from core.services.limits import Limited, charge_send_class, send_class_checks
 from core.services.queue import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, PushRegistration
@@ -56,18 +59,25 @@ class SendOut(Limited):
     )
 
 
-@group_commit  # sends under load share transactions (both databases); limits are charged once a send
-def send_notification(
-    tx: Tx,
-    principal: Principal,
-    *,
-    fields: Mapping[str, Any],
-    ip: str,
-    attachment: SealedAttachment | None = None,
-) -> SendOut:
-    """Validate, cap, size-check, charge the limits, then encrypt per device and dispatch. An
-    ``attachment`` (sealed by the caller, off the event loop) is parked as one ciphertext for as
-    long as the notification lives; each device's envelope carries its key."""
+@dataclass(slots=True)
+class _Composed:
+    """A send as far as its charge: validated, composed, encoded and addressed."""
+
+    note: Notification
+    urgent: UrgentReceipt | None
+    msg_id: str
+    now: int
+    attachment_id: str
+    payload: dict[str, Any]
+    encoded: bytes
+    devices: list[AccountDevice]
+    warnings: list[str]
+
+
+def _compose(
+    tx: Tx, principal: Principal, fields: Mapping[str, Any], attachment: SealedAttachment | None
+) -> _Composed:
+    """Everything a send does before its charge; refuses as the send does (nothing charged)."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
     note = checked_notification(fields)
     _check_priority_cap(principal, note.priority)
@@ -84,34 +94,76 @@ def send_notification(
     devices, warnings = resolve_targets(tx, principal.account_id, note.devices)
     if attachment is not None:
         attachments.check_room(tx, principal.account_id, attachment)
+    return _Composed(note, urgent, msg_id, now, attachment_id, payload, encoded, devices, warnings)
+
+
+def _dispatch(
+    tx: Tx, principal: Principal, ip: str, attachment: SealedAttachment | None, send: _Composed
+) -> SendOut:
+    """The send's charge, then its envelopes queued and pushed, its receipt kept; its answer."""
     rate_limit, monthly = charge_send_class(tx, principal, ip)
+    note, devices = send.note, send.devices
     if attachment is not None:  # it lives as long as the notification's queue entries
         life = min(note.ttl, NOTIFICATION_LIFETIME_S) if note.ttl > 0 else LIVE_GRACE_S
         attachments.park(
-            tx, principal.account_id, attachment, attachment_id=attachment_id, expires_at=now + life
+            tx, principal.account_id, attachment, attachment_id=send.attachment_id, expires_at=send.now + life
         )
     send_server_messages(
         tx,
-        [Addressee(device, msg_id, device.push_target()) for device in devices],
-        payload,
+        [Addressee(device, send.msg_id, device.push_target()) for device in devices],
+        send.payload,
         push_type="notification",
         ttl_s=note.ttl,
         high_priority=note.priority not in NORMAL_PRIORITIES,
         max_lifetime_s=NOTIFICATION_LIFETIME_S,
-        encoded=encoded,
+        encoded=send.encoded,
     )
-    if urgent is not None:
+    if send.urgent is not None:
         ids = [device.device_id for device in devices]
-        receipts.keep(tx, principal, urgent, msg_id=msg_id, device_ids=ids, payload=payload)
+        receipts.keep(tx, principal, send.urgent, msg_id=send.msg_id, device_ids=ids, payload=send.payload)
     return SendOut(
-        id=msg_id,
-        sequence_id=note.sequence_id or msg_id,
+        id=send.msg_id,
+        sequence_id=note.sequence_id or send.msg_id,
         delivered_to=delivered_to(devices),
-        warnings=[*note.warnings, *warnings],
+        warnings=[*note.warnings, *send.warnings],
         rate_limit=rate_limit,
         monthly=monthly,
-        receipt=urgent.receipt_id if urgent is not None else None,
+        receipt=send.urgent.receipt_id if send.urgent is not None else None,
     )
+
+
+def _plan_send(
+    tx: Tx,
+    principal: Principal,
+    *,
+    fields: Mapping[str, Any],
+    ip: str,
+    attachment: SealedAttachment | None = None,
+) -> Planned | None:
+    """A send taken as far as its charge, to be charged with the group's other sends
+    (``core.runtime.ahead``); ``None`` for one whose part before it reads what another send of the
+    group may write: the account's parked attachments, its urgent receipts."""
+    if attachment is not None or may_repeat(fields):
+        return None
+    send = _compose(tx, principal, fields, None)
+    finish = functools.partial(_dispatch, principal=principal, ip=ip, attachment=None, send=send)
+    return Planned(send_class_checks(tx.settings, principal, ip), finish)
+
+
+@group_commit  # sends under load share transactions (both databases); limits are charged once a send
+@charged_ahead(_plan_send)  # and their charges are made together
+def send_notification(
+    tx: Tx,
+    principal: Principal,
+    *,
+    fields: Mapping[str, Any],
+    ip: str,
+    attachment: SealedAttachment | None = None,
+) -> SendOut:
+    """Validate, cap, size-check, charge the limits, then encrypt per device and dispatch. An
+    ``attachment`` (sealed by the caller, off the event loop) is parked as one ciphertext for as
+    long as the notification lives; each device's envelope carries its key."""
+    return _dispatch(tx, principal, ip, attachment, _compose(tx, principal, fields, attachment))
 
 
 # The answer's devices built by pydantic's validator from plain dicts, in Rust: a third cheaper a
