@@ -89,8 +89,8 @@ def planned(
 def charge_together(ahead: list[Ahead]) -> None:
     """Make the charges of the planned writes in ``ahead`` in one limiter call; each write's ``Tx``
     then answers its charge with its decision, recorded on ``calls`` at once (a rewrite replays it
-    even when the write was not finished), as is every call after it. When the call fails (Redis down), each write fails with its error, as its own call
-    would have made it fail."""
+    even when the write was not finished), as is every call after it. When the call fails (Redis
+    down), each write fails with its error, as its own call would have made it fail."""
     charged = [(write, write.planned) for write in ahead if isinstance(write.planned, Planned)]
     if not charged:
         return

@@ -47,6 +47,12 @@ class CountedCalls:
         monkeypatch.setattr(limiter, "acquire_each", counted_each)
 
 
+async def counted_sender(core: Core, monkeypatch: pytest.MonkeyPatch) -> tuple[Principal, CountedCalls]:
+    """A sender token of a paired account, and the limiter's calls counted from now on."""
+    token = await sender(core, await paired(core))
+    return token, CountedCalls(core.limiter, monkeypatch)
+
+
 def sends(count: int, **fields: Any) -> list[Call]:
     return [
         (send_notification, {"fields": {"message": f"build {n} done", **fields}, "ip": "10.9.9.9"})
@@ -58,9 +64,7 @@ async def test_the_sends_of_a_group_are_charged_in_one_call_each_as_if_alone(
     send_limited: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     core = send_limited
-    pair = await paired(core)
-    token = await sender(core, pair)
-    counted = CountedCalls(core.limiter, monkeypatch)
+    token, counted = await counted_sender(core, monkeypatch)
 
     outcomes = await run_all(core, token, sends(30))
 
@@ -76,9 +80,7 @@ async def test_a_send_refused_before_its_charge_is_not_charged_with_the_others(
     send_limited: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     core = send_limited
-    pair = await paired(core)
-    token = await sender(core, pair)
-    counted = CountedCalls(core.limiter, monkeypatch)
+    token, counted = await counted_sender(core, monkeypatch)
     calls = sends(12)
     for bad in (3, 7):  # refused by validation: no charge
         calls[bad] = (
@@ -105,9 +107,7 @@ async def test_an_urgent_repeating_send_is_charged_after_the_sends_before_it(
     """Its part before the charge reads the account's receipts: it runs as usual, once the sends
     planned before it are charged and written."""
     core = send_limited
-    pair = await paired(core)
-    token = await sender(core, pair)
-    counted = CountedCalls(core.limiter, monkeypatch)
+    token, counted = await counted_sender(core, monkeypatch)
     calls = sends(8)
     calls[4] = (
         send_notification,
