@@ -9,9 +9,11 @@ its validation, limits and devices all checked before its first, changed nothing
 after changing rows (or whose statement the database refused) cannot be undone alone: the
 transaction is rolled back and written again, this time each write in a savepoint of its own
 (``core.store.savepoint``), the failed one failing with its first error without running again. The
-writes before it run a second time, and only they: what they did outside the transaction on their
-first run, charging rate limits, is not done again, as a ``ReplayingLimiter`` answers their limiter
-calls with the first run's decisions. A transaction is written again at most once, however many of
+writes before it run a second time: what they did outside the transaction on their first run,
+charging rate limits, is not done again, as a ``ReplayingLimiter`` answers their limiter calls with
+the first run's decisions; so are the writes after it already charged with it (``core.runtime.ahead``:
+sends planned ahead are charged together before the first of them is finished). A transaction is
+written again at most once, however many of
 its writes fail after that one (they are in savepoints by then), and the savepoints' cost is paid
 only by a transaction that needs them.
 
