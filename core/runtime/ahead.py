@@ -13,10 +13,11 @@ What stays exactly as when each write runs alone, one after another:
   (validation, the account's devices) and refuses as the operation would; a refused plan is not
   charged.
 - ``plan`` reads nothing that another write of the group may change (the request, the account's
-  devices: ``core.runtime.group_commit``) and writes nothing, so planning a write before the writes
-  ahead of it are finished sees what it would have seen after them. An operation whose part before
-  its charge reads more (a send with an attachment or an urgent receipt) returns ``None`` from
-  ``plan`` and runs as usual, after the planned writes before it are charged and finished.
+  devices: ``core.runtime.group_commit``), writes nothing and makes no limiter call (it would not be
+  recorded, and a rewrite would make it again), so planning a write before the writes ahead of it
+  are finished sees what it would have seen after them. An operation whose part before its charge
+  reads more (a send with an attachment or an urgent receipt) returns ``None`` from ``plan`` and
+  runs as usual, after the planned writes before it are charged and finished.
 - ``finish`` runs the rest, the operation's own code, whose charge (``tx.limiter.acquire``) is
   answered with the decision made for it (``ReplayingLimiter``); the decision and every later
   limiter call are recorded as a write's calls always are, so a transaction written again in

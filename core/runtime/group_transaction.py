@@ -11,11 +11,11 @@ transaction is rolled back and written again, this time each write in a savepoin
 (``core.store.savepoint``), the failed one failing with its first error without running again. The
 writes before it run a second time: what they did outside the transaction on their first run,
 charging rate limits, is not done again, as a ``ReplayingLimiter`` answers their limiter calls with
-the first run's decisions; so are the writes after it already charged with it (``core.runtime.ahead``:
-sends planned ahead are charged together before the first of them is finished). A transaction is
-written again at most once, however many of
-its writes fail after that one (they are in savepoints by then), and the savepoints' cost is paid
-only by a transaction that needs them.
+the first run's decisions; so are the writes after it already charged with it
+(``core.runtime.ahead``: sends planned ahead are charged together before the first of them is
+finished). A transaction is written again at most once, however many of its writes fail after that
+one (they are in savepoints by then), and the savepoints' cost is paid only by a transaction that
+needs them.
 
 When the transaction itself fails (its commit, or the database ending it under a write), every write
 in it fails with that error, as a lone one would, and none runs again.
