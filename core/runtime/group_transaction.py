@@ -30,7 +30,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlmodel import Session
 
 from core.adapters.limits.recorded import LimiterCall, RecordingLimiter, ReplayingLimiter
@@ -156,18 +156,22 @@ def _without_savepoints(make_tx: MakeTx, writes: list[Write], session: Session, 
         plan = planned(write.op, tx, write.principal, write.args, write.kw)
         if plan is not None:
             if isinstance(plan, Exception):
-                plan = _failed_alone(index, plan, session, mark, limiter_calls)
+                plan = _failed_alone(index, plan, session, connection, mark, limiter_calls)
             ahead.append(Ahead(index, tx, calls, plan))
             continue
-        _finish(ahead, session, results, limiter_calls)
+        _finish(ahead, session, connection, results, limiter_calls)
         ahead = []
         tx.limiter = RecordingLimiter(tx.limiter, calls)
-        results.append(_outcome(index, _bound(write, tx), tx, session, limiter_calls))
-    _finish(ahead, session, results, limiter_calls)
+        results.append(_outcome(index, _bound(write, tx), tx, session, connection, limiter_calls))
+    _finish(ahead, session, connection, results, limiter_calls)
 
 
 def _finish(
-    ahead: list[Ahead], session: Session, results: Results, limiter_calls: list[list[LimiterCall]]
+    ahead: list[Ahead],
+    session: Session,
+    connection: Connection,
+    results: Results,
+    limiter_calls: list[list[LimiterCall]],
 ) -> None:
     """The planned writes of ``ahead`` charged together, then each finished, in order."""
     charge_together(ahead)
@@ -176,31 +180,41 @@ def _finish(
             results.append(write.planned)
         else:
             finish = functools.partial(write.planned.finish, write.tx)
-            results.append(_outcome(write.index, finish, write.tx, session, limiter_calls))
+            results.append(_outcome(write.index, finish, write.tx, session, connection, limiter_calls))
 
 
 def _outcome(
-    index: int, run: Callable[[], Any], tx: Tx, session: Session, limiter_calls: list[list[LimiterCall]]
+    index: int,
+    run: Callable[[], Any],
+    tx: Tx,
+    session: Session,
+    connection: Connection,
+    limiter_calls: list[list[LimiterCall]],
 ) -> Outcome[Any] | Exception:
     """``run()``'s result and events, or the error it failed with alone."""
-    mark = change_mark(session.connection())
+    mark = change_mark(connection)
     try:
         result = run()
         session.flush()
     except Exception as error:
-        return _failed_alone(index, error, session, mark, limiter_calls)
+        return _failed_alone(index, error, session, connection, mark, limiter_calls)
     return result, tx.events
 
 
 def _failed_alone(
-    index: int, error: Exception, session: Session, mark: object, limiter_calls: list[list[LimiterCall]]
+    index: int,
+    error: Exception,
+    session: Session,
+    connection: Connection,
+    mark: int,
+    limiter_calls: list[list[LimiterCall]],
 ) -> Exception:
     """``error``, when the write failed before changing anything: nothing of it to undo. Else the
     transaction must be rolled back: ``_ChangedThenFailedError``, or ``error`` itself when it
     ended the whole transaction (a failed ORM flush, disk full)."""
     if not in_transaction(session):
         raise error
-    if change_mark(session.connection()) != mark or in_failed_transaction(session):
+    if change_mark(connection) != mark or in_failed_transaction(session):
         raise _ChangedThenFailedError(index, error, limiter_calls) from error
     session.expunge_all()  # what it added to the session and never flushed
     return error

@@ -117,8 +117,8 @@ class RateLimiter(Protocol):
 
     def acquire_each(self, calls: list[list[LimitCheck]], now: float) -> list[LimitDecision]:
         """``acquire`` of each call (cost 1), one after another in their order, each decided as it
-        would be alone: on Redis in one round trip (a group of sends charged together,
-        ``core.runtime.group_transaction``)."""
+        would be alone: on Redis in one round trip (a group's sends charged together,
+        ``core.runtime.ahead``)."""
         ...
 
     def peek(self, checks: list[LimitCheck], now: float) -> LimitDecision:
