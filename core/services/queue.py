@@ -2,7 +2,10 @@
 to its cap. Operations call these inside their transaction; the wake-ups leave after commit.
 
 The newest ``QUEUE_CAP`` untagged entries of a device are kept; a tagged (pinned) entry is never
-trimmed, only expired (``core.services.reminders`` bounds how many a device may have).
+trimmed, only expired (``core.services.reminders`` bounds how many a device may have). SQLite
+trims a queue as each write takes it over the cap; PostgreSQL trims every queue a transaction wrote
+once, before it commits (a group of sends to one account: once, not once a send), so no other
+transaction ever sees a queue over its cap.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select
+from sqlmodel import Session
 
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import LOCKED_DEVICES, Tx
@@ -22,14 +26,19 @@ from core.services.queue_statements import (
     ROW_BINDS,
     ROWS_PER_INSERT,
     TRIM,
+    TRIM_OVER_CAP,
     insert_rows,
 )
 from core.services.queue_statements import QUEUE_CAP as QUEUE_CAP  # callers import it from here
 from core.services.queue_wake import WakeUps
+from core.store.database import before_commit
 from core.store.postgres_arrays import VARCHAR_ARRAY
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device
 
+# In a PostgreSQL session's ``info``: the recipient of each unpinned entry the transaction wrote,
+# whose queues it trims before it commits (``_trim_before_commit``).
+_WRITTEN_UNPINNED = "relaybox_written_unpinned"
 QUEUE_LIFETIME_S = 86_400  # device-to-device envelopes
 NOTIFICATION_LIFETIME_S = 259_200  # server-composed notifications may wait up to their 72 h ttl
 LIVE_GRACE_S = 30  # a ttl of 0 still gives open streams this long to read the entry (decisions.md)
@@ -46,9 +55,9 @@ def enqueue_all(
     tag: str | None = None,
 ) -> list[int]:
     """Append one blob to each device's queue (``blobs``: by recipient device id; ``ttl_s`` up to
-    ``max_lifetime_s``; ``tag`` pins the entries), trim each queue to its cap and wake the
-    recipients' streams. The seqs, in the order of ``blobs``. Takes the recipients' locks
-    (``lock_recipients``), once for all."""
+    ``max_lifetime_s``; ``tag`` pins the entries), trim each queue to its cap (PostgreSQL: before
+    commit) and wake the recipients' streams. The seqs, in the order of ``blobs``. Takes the
+    recipients' locks (``lock_recipients``), once for all."""
     if not blobs:  # e.g. an urgent stop whose recipients were all removed
         return []
     recipients = list(blobs)
@@ -64,10 +73,10 @@ def enqueue_all(
     }
     pinned = tag is not None
     if connection.dialect.name == "postgresql":  # one round trip for every device
-        written = QUEUE_ALL[pinned].rows(
-            connection, recipients=recipients, blobs=list(blobs.values()), **shared
-        )
+        written = QUEUE_ALL.rows(connection, recipients=recipients, blobs=list(blobs.values()), **shared)
         seqs = {recipient: (seq, prev or 0) for recipient, seq, prev in written}
+        if not pinned:  # a pinned entry takes no room under the cap
+            _trim_before_commit(tx.session, recipients)
     else:  # SQLite: no data-modifying CTEs, and a statement costs no round trip
         before = BEFORE[pinned].rows(connection, recipients=json.dumps(recipients))
         first = before[0][4] + 1  # the entries take the seqs after the last one handed out, in order
@@ -91,6 +100,17 @@ def enqueue_all(
     ]
     tx.emit(EnvelopesQueued(tuple(wake_ups)))  # one event for every device: one handler after commit
     return [seqs[recipient][0] for recipient in recipients]
+
+
+def _trim_before_commit(session: Session, recipients: list[str]) -> None:
+    """PostgreSQL: each of these queues got one unpinned entry more; the transaction trims every
+    queue it wrote to its cap once, before it commits (``TRIM_OVER_CAP``). Until then a queue may
+    hold more than the cap: no other transaction sees it."""
+    written: list[str] | None = session.info.get(_WRITTEN_UNPINNED)
+    if written is None:
+        written = session.info[_WRITTEN_UNPINNED] = []
+        before_commit(session, lambda: TRIM_OVER_CAP.rows(session.connection(), written=written))
+    written += recipients
 
 
 def _trim(connection: Connection, before: list[tuple[Any, ...]]) -> None:

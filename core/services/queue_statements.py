@@ -4,7 +4,9 @@ running them. ``core.services.queue`` says when each runs.
 
 SQLite writes a send's entries in three statements (what each queue holds and the last seq handed
 out, the insert of the entries with their seqs, the trim of the queues at their cap: a fourth when
-one is over it; a statement costs no round trip there); PostgreSQL in one, of data-modifying CTEs.
+one is over it; a statement costs no round trip there); PostgreSQL in one, a data-modifying CTE,
+and trims the queues a transaction wrote once, before it commits (a walk of each queue's newest
+entries that every write made on its own until then).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from sqlalchemy import (
     String,
     bindparam,
     case,
-    cast,
     column,
     delete,
     func,
@@ -80,8 +81,7 @@ def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> Co
 def _before(
     recipients: ColumnElement[str], prev: ColumnElement[int], first_dropped: ColumnElement[Any]
 ) -> Select[str, int, Any]:
-    """Per recipient: its newest seq and its first dropped entry (SQLite: its seq; PostgreSQL: its
-    address), before this write."""
+    """SQLite: per recipient, its newest seq and its first dropped entry, before this write."""
     return select(recipients.label("recipient"), prev.label("prev"), first_dropped.label("first_dropped"))
 
 
@@ -197,7 +197,7 @@ def _queue_of(table: FromClause, recipient: ColumnElement[str]) -> ColumnElement
     where each step then reads every other queue's newest entries and, between two vacuums, their
     dead versions (a send's queue write read ~1,000 buffers instead of ~100 on an analyzed database
     of four queues at their cap). A range cannot be folded, so only the recipient index serves it,
-    whatever the statistics say (``tests/core/test_queue_plan_postgres.py``; migration 0017's
+    whatever the statistics say (``tests/core/test_queue_plan_postgres.py``; migration 0018's
     function walks the same range)."""
     return table.c.recipient_device_id.between(recipient, recipient)
 
@@ -206,23 +206,12 @@ def _newest_first(table: FromClause) -> tuple[ColumnElement[str], ColumnElement[
     return table.c.recipient_device_id.desc(), table.c.seq.desc()
 
 
-def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
-    """PostgreSQL: every device's insert, its newest seq before it and its trim as one statement,
-    in data-modifying CTEs over the recipients and blobs as arrays. All parts read the snapshot
-    from before the insert (hence the first dropped entry leaves room for the new one); the
-    recipients are locked already (``lock_recipients``). The newest seq is read in the recipient
-    index alone (``_queue_of``), as is the walk to the entry at the cap, in its function.
-
-    The trim drops one entry a queue: the one at the cap, found from the newest end by
-    ``relaybox_queue_entry_at_cap`` (migration 0017: inline, the walk's plan became a bitmap scan of
-    every entry of the recipient once the table was analyzed between two vacuums), by its address
-    (an entry is never updated, so its address is the one the statement's snapshot read; a TID scan,
-    where a join by seq may scan the whole table when the statistics say it is small). Every write
-    keeps its queue within the cap, so that entry is the oldest unpinned one. Nothing scans from the
-    oldest end: the entries dropped since the last vacuum stay there in the index, and a scan over
-    them (the trim until now) grew with every write between two vacuums (docs/scaling.md). A queue
-    further over the cap (one written before a lower cap) keeps its excess until it expires
-    (docs/protocol.md).
+def _queue_in_one_statement() -> PreparedStatement:
+    """PostgreSQL: every device's insert and its newest seq before it as one statement, a
+    data-modifying CTE over the recipients and blobs as arrays. The newest seq is read in the
+    recipient index alone (``_queue_of``), from the snapshot before the insert; the recipients are
+    locked already (``lock_recipients``). The queues are trimmed to their cap once the
+    transaction's writes are done (``TRIM_OVER_CAP``), not here.
 
     The arrays are read through scalar subqueries so the planner never sees their length: with
     them in plain sight every execution was planned afresh (a custom plan for 2 rows always costs
@@ -238,25 +227,32 @@ def _queue_in_one_statement(*, pinned: bool) -> PreparedStatement:
     )
     recipient = entries.c.recipient
     prev = select(_QUEUE.c.seq).where(_queue_of(_QUEUE, recipient)).order_by(*_newest_first(_QUEUE)).limit(1)
-    # The entry the write pushes over the cap, by its address (migration 0017 says why a function).
-    at_cap = func.relaybox_queue_entry_at_cap(recipient, literal(_KEPT[pinned], Integer), type_=_RowAddress())
-    before = _before(recipient, prev.scalar_subquery(), at_cap).cte("before")
-    addresses = select(func.array_agg(before.c.first_dropped))
-    trimmed = (
-        delete(_QUEUE)
-        .where(
-            literal_column("queued_envelopes.ctid")
-            == func.any(cast(addresses.scalar_subquery(), postgresql.ARRAY(_RowAddress())))
-        )
-        .returning(_QUEUE.c.seq)
-        .cte("trimmed")
-    )
+    before = select(recipient.label("recipient"), prev.scalar_subquery().label("prev")).cte("before")
     inserted = _insert_entries(entries).cte("inserted")
     return PreparedStatement(
-        select(inserted.c.recipient_device_id, inserted.c.seq, before.c.prev)
-        .join_from(inserted, before, inserted.c.recipient_device_id == before.c.recipient)
-        .add_cte(trimmed)
+        select(inserted.c.recipient_device_id, inserted.c.seq, before.c.prev).join_from(
+            inserted, before, inserted.c.recipient_device_id == before.c.recipient
+        )
     )
 
 
-QUEUE_ALL = {pinned: _queue_in_one_statement(pinned=pinned) for pinned in (False, True)}
+QUEUE_ALL = _queue_in_one_statement()
+
+# PostgreSQL: the entries a transaction pushed over the cap, deleted before it commits. ``written``
+# names the recipient of each unpinned entry it wrote; ``relaybox_queue_entries_over_cap``
+# (migration 0018, which says why a function) walks each of those queues from its newest entry
+# once, whatever the number of writes, and answers the addresses of the entries past the cap, as
+# many as were written to it: a queue kept within the cap loses its oldest ones, one further over
+# (entries written before a lower cap) keeps its excess until it expires (docs/protocol.md).
+TRIM_OVER_CAP = PreparedStatement(
+    delete(_QUEUE).where(
+        literal_column("queued_envelopes.ctid")
+        == func.any(
+            func.relaybox_queue_entries_over_cap(
+                bindparam("written", type_=VARCHAR_ARRAY),
+                literal(QUEUE_CAP, Integer),
+                type_=postgresql.ARRAY(_RowAddress()),
+            )
+        )
+    )
+)

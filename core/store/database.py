@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -14,6 +14,8 @@ from core.store.change_marks import counting_cursor
 from core.store.postgres_arrays import register_dumpers
 
 READ_ONLY = "relaybox_read_only"
+# In a session's ``info``: what its transaction still owes before it commits (``before_commit``).
+_BEFORE_COMMIT = "relaybox_before_commit"
 POOL_WAIT_S = 2.0
 POSTGRES_CONNECT_ARGS = {
     "connect_timeout": 2,  # seconds, libpq's minimum
@@ -92,7 +94,8 @@ def make_engine(url: str) -> Engine:
 
 @contextmanager
 def session_scope(engine: Engine, *, read_only: bool = False) -> Iterator[Session]:
-    """One transaction: commit on success, roll back on any exception."""
+    """One transaction: commit on success (after what it owes, ``before_commit``), roll back on
+    any exception."""
     with Session(engine, expire_on_commit=False) as session:
         if read_only:
             session.connection(execution_options={READ_ONLY: True})
@@ -100,10 +103,19 @@ def session_scope(engine: Engine, *, read_only: bool = False) -> Iterator[Sessio
             yield session
             if read_only and (session.new or session.dirty or session.deleted):
                 raise RuntimeError("a read-only operation changed rows")
+            for owed in session.info.pop(_BEFORE_COMMIT, ()):
+                owed()
             session.commit()
         except BaseException:
             session.rollback()
             raise
+
+
+def before_commit(session: Session, owed: Callable[[], object]) -> None:
+    """Have ``session_scope`` call ``owed`` once the transaction's work is done, just before it
+    commits (in the order they were registered); when it fails, the transaction fails with it. A
+    transaction rolled back owes nothing."""
+    session.info.setdefault(_BEFORE_COMMIT, []).append(owed)
 
 
 def checkpoint(engine: Engine) -> tuple[int, int]:

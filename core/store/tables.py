@@ -165,7 +165,8 @@ class QueueCount(SQLModel, table=True):
     counting whether it takes the queue over its cap. Kept exact by triggers on ``queued_envelopes``
     (migration 0016: every insert, delete and update of an entry, whoever makes it: trims, the
     expiry sweep, a device's removal), the row dropped with its device. PostgreSQL finds the cap's
-    boundary inside its one queue statement and leaves this table empty. A migration that rebuilds
+    boundary by walking each queue a transaction wrote once, before it commits, and leaves this
+    table empty. A migration that rebuilds
     ``queued_envelopes`` on SQLite (``batch_alter_table``) drops the triggers: it must create them
     again (``tests/core/store/test_queue_counts.py`` checks they are there)."""
 

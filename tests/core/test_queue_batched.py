@@ -19,7 +19,7 @@ from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import Tx
 from core.services.delivery import Addressee, send_server_messages
 from core.services.queue import QUEUE_CAP, enqueue_all
-from core.services.queue_statements import ROWS_PER_INSERT
+from core.services.queue_statements import ROWS_PER_INSERT, TRIM_OVER_CAP
 from core.services.queue_wake import CARRIED_MAX_CHARS, WakeUps
 from core.store.tables import Device, QueuedEnvelope
 from tests.helpers import queue_entries, register_phone
@@ -75,6 +75,43 @@ def test_every_queue_keeps_its_newest_200_unpinned_entries_and_its_pinned_ones(
     assert [tag for _, _, tag in stored(core, full) if tag is not None] == ["pin-early", "pin-late"]
     assert pinned in [seq for seq, _, _ in stored(core, full)]
     assert len(stored(core, short)) == 12 and stored(core, empty) == [(seqs[2], b"{}", None)]
+
+
+def put_several(tx: Tx, _principal: Principal, *, writes: list[dict[str, bytes]]) -> list[dict[str, int]]:
+    """Several queue writes in one transaction: each one's seqs by device."""
+    return [
+        dict(zip(blobs, enqueue_all(tx, blobs, sender="server", type="push", ttl_s=3600), strict=True))
+        for blobs in writes
+    ]
+
+
+def test_a_transaction_of_several_writes_commits_each_queue_at_its_cap(
+    client: TestClient, core: Core, monkeypatch: pytest.MonkeyPatch, database_url: str
+) -> None:
+    """Writes in one transaction (a group of sends) keep each queue's newest 200 unpinned entries
+    when it commits. PostgreSQL trims every queue the transaction wrote once, before it commits
+    (a walk of each queue's newest entries: not one a write); SQLite drops each write's oldest at once."""
+    full, other = (register_phone(client).device_id for _ in range(2))
+    system = Principal.system()
+    for _ in range(QUEUE_CAP):
+        core.run_sync(put_all, system, blobs={full: b"{}"})
+    before = [seq for seq, _, _ in stored(core, full)]
+    trims: list[list[str]] = []
+    trim = TRIM_OVER_CAP.rows
+    monkeypatch.setattr(
+        TRIM_OVER_CAP,
+        "rows",
+        lambda connection, written: trims.append(written) or trim(connection, written=written),
+    )
+    writes = [{full: b"1", other: b"1"}, {full: b"2"}, {other: b"3", full: b"3"}, {full: b"4"}, {full: b"5"}]
+    written = core.run_sync(put_several, system, writes=writes)
+    kept = [seq for seq, _, _ in stored(core, full)]
+    assert kept == before[len(writes) :] + [seqs[full] for seqs in written] and len(kept) == QUEUE_CAP
+    assert len(stored(core, other)) == 2
+    if database_url.startswith("postgres"):
+        assert trims == [[full, other, full, other, full, full, full]]  # one trim: of both queues
+    else:
+        assert trims == []
 
 
 def test_a_write_to_more_devices_than_one_insert_takes_and_to_none(core: Core) -> None:
