@@ -9,7 +9,7 @@ import base64
 import json
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import Connection, delete
 from sqlmodel import col
 from starlette.testclient import TestClient
 
@@ -98,11 +98,12 @@ def test_a_transaction_of_several_writes_commits_each_queue_at_its_cap(
     before = [seq for seq, _, _ in stored(core, full)]
     trims: list[list[str]] = []
     trim = TRIM_OVER_CAP.rows
-    monkeypatch.setattr(
-        TRIM_OVER_CAP,
-        "rows",
-        lambda connection, written: trims.append(written) or trim(connection, written=written),
-    )
+
+    def counted_trim(connection: Connection, written: list[str]) -> list[tuple[object, ...]]:
+        trims.append(written)
+        return trim(connection, written=written)
+
+    monkeypatch.setattr(TRIM_OVER_CAP, "rows", counted_trim)
     writes = [{full: b"1", other: b"1"}, {full: b"2"}, {other: b"3", full: b"3"}, {full: b"4"}, {full: b"5"}]
     written = core.run_sync(put_several, system, writes=writes)
     kept = [seq for seq, _, _ in stored(core, full)]
