@@ -1,6 +1,6 @@
 """``queue_counts`` (migration 0016): on SQLite each device's number of unpinned queue entries, kept
 exact by triggers whatever removes or changes an entry, which the queue's cap relies on; PostgreSQL
-leaves it empty and keeps its cap by counting in its one statement."""
+leaves it empty and trims each queue a transaction wrote once, before it commits."""
 
 from __future__ import annotations
 
