@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -12,6 +12,7 @@ from sqlmodel import Session
 
 from core.store.change_marks import counting_cursor
 from core.store.postgres_arrays import register_dumpers
+from core.store.prepared import driver_error
 
 READ_ONLY = "relaybox_read_only"
 # In a session's ``info``: what its transaction still owes before it commits (``before_commit``).
@@ -118,22 +119,32 @@ def before_commit(session: Session, owed: Callable[[], object]) -> None:
 
 def _commit(session: Session) -> None:
     """Commit, after what the transaction owes (``before_commit``), which sees every change of the
-    transaction (the ORM's flushed first). On PostgreSQL what it owes is sent in one pipeline with
-    the COMMIT, one round trip for both (a statement that answers no rows is not waited for; one
-    that fails fails the commit): a lone write's transaction makes no more round trips for it. An
-    owed action runs statements on the connection: ORM objects it added would be flushed in the
-    pipeline, where SQLAlchemy cannot read what an insert returns."""
+    transaction (the ORM's flushed first). On PostgreSQL what it owes and the COMMIT are sent in
+    one pipeline, whose end waits once for all of them (a statement that answers no rows is not
+    waited for on its own; one that fails fails the pipeline, the COMMIT with it): a lone write's
+    transaction makes no more round trips for what it owes. SQLAlchemy's commit then finds the
+    connection out of its transaction and sends nothing. An owed action runs statements on the
+    connection: ORM objects it added would be flushed in the pipeline, where SQLAlchemy cannot read
+    what an insert returns."""
     owed = session.info.pop(_BEFORE_COMMIT, None)
     if owed is None:
         session.commit()
         return
     session.flush()
     connection = session.connection()
-    driver: Any = connection.connection.driver_connection
-    with driver.pipeline() if connection.dialect.name == "postgresql" else nullcontext():
+    if connection.dialect.name == "postgresql":
+        driver: Any = connection.connection.driver_connection
+        try:
+            with driver.pipeline():
+                for action in owed:
+                    action()
+                driver.execute("COMMIT")
+        except connection.dialect.loaded_dbapi.Error as error:  # as SQLAlchemy would raise it
+            raise driver_error(connection, "COMMIT", (), error) from error
+    else:
         for action in owed:
             action()
-        session.commit()
+    session.commit()
 
 
 def checkpoint(engine: Engine) -> tuple[int, int]:

@@ -7,12 +7,13 @@ of hanging."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from core.adapters.limits.base import LimitCheck
@@ -234,22 +235,52 @@ def counted_write(tx: Tx, principal: Principal, *, runs: list[int], recipient: s
     enqueue(tx, recipient, sender="test", type="ping", blob=b"z", ttl_s=60)
 
 
+# PostgreSQL: a queue entry that makes its transaction's COMMIT fail, as a disk error would (SQLSTATE
+# class 58: OperationalError), raised by the database itself at the commit (a deferred trigger).
+_FAILING_COMMIT = [
+    """CREATE FUNCTION relaybox_test_failing_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'disk I/O error' USING ERRCODE = '58030'; END $$""",
+    """CREATE CONSTRAINT TRIGGER relaybox_test_failing_commit AFTER INSERT ON queued_envelopes
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION relaybox_test_failing_commit()""",
+]
+_COMMIT_FAILS_NO_MORE = [
+    "DROP TRIGGER relaybox_test_failing_commit ON queued_envelopes",
+    "DROP FUNCTION relaybox_test_failing_commit()",
+]
+
+
+@contextmanager
+def failing_commits(engine: Engine) -> Iterator[None]:
+    """Every commit fails: on PostgreSQL in the database (``_FAILING_COMMIT``), on SQLite as the
+    engine commits (there, SQLAlchemy's commit is the driver's)."""
+
+    def refuse(_connection: Any) -> None:
+        raise OperationalError("COMMIT", {}, Exception("disk I/O error"))
+
+    postgres = engine.dialect.name == "postgresql"
+    with engine.begin() as connection:
+        for statement in _FAILING_COMMIT if postgres else ():
+            connection.exec_driver_sql(statement)
+    if not postgres:
+        event.listen(engine, "commit", refuse)
+    try:
+        yield
+    finally:
+        if not postgres:
+            event.remove(engine, "commit", refuse)
+        with engine.begin() as connection:
+            for statement in _COMMIT_FAILS_NO_MORE if postgres else ():
+                connection.exec_driver_sql(statement)
+
+
 async def test_when_a_groups_commit_fails_each_write_fails_and_none_runs_again(running: Core) -> None:
     pair = await paired(running)
     assert pair.computer.device_id is not None
     runs: list[int] = []
-
-    @event.listens_for(running.engine, "commit")
-    def refuse(_connection: Any) -> None:
-        raise OperationalError("COMMIT", {}, Exception("disk I/O error"))
-
-    try:
+    with failing_commits(running.engine):
         outcomes = await run_all(
             running, pair.phone, [(counted_write, {"runs": runs, "recipient": pair.computer.device_id})] * 10
         )
-    finally:
-        event.remove(running.engine, "commit", refuse)
-
     assert all(isinstance(o, RelayError) and o.code == "unavailable" for o in outcomes), outcomes
     assert len(runs) == 10  # once each, grouped or alone
     queued = await running.run(read_queue, pair.computer, after=0)
