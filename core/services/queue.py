@@ -39,6 +39,7 @@ from core.store.tables import Device
 # In a PostgreSQL session's ``info``: the recipient of each unpinned entry the transaction wrote,
 # whose queues it trims before it commits (``_trim_before_commit``).
 _WRITTEN_UNPINNED = "relaybox_written_unpinned"
+
 QUEUE_LIFETIME_S = 86_400  # device-to-device envelopes
 NOTIFICATION_LIFETIME_S = 259_200  # server-composed notifications may wait up to their 72 h ttl
 LIVE_GRACE_S = 30  # a ttl of 0 still gives open streams this long to read the entry (decisions.md)

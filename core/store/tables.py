@@ -166,9 +166,9 @@ class QueueCount(SQLModel, table=True):
     (migration 0016: every insert, delete and update of an entry, whoever makes it: trims, the
     expiry sweep, a device's removal), the row dropped with its device. PostgreSQL finds the cap's
     boundary by walking each queue a transaction wrote once, before it commits, and leaves this
-    table empty. A migration that rebuilds
-    ``queued_envelopes`` on SQLite (``batch_alter_table``) drops the triggers: it must create them
-    again (``tests/core/store/test_queue_counts.py`` checks they are there)."""
+    table empty. A migration that rebuilds ``queued_envelopes`` on SQLite (``batch_alter_table``)
+    drops the triggers: it must create them again (``tests/core/store/test_queue_counts.py``
+    checks they are there)."""
 
     __tablename__ = "queue_counts"
     __table_args__ = {"sqlite_with_rowid": False}  # the count beside its key: one b-tree, one seek
