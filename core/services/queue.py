@@ -106,7 +106,10 @@ def enqueue_all(
 def _trim_before_commit(session: Session, recipients: list[str]) -> None:
     """PostgreSQL: each of these queues got one unpinned entry more; the transaction trims every
     queue it wrote to its cap once, before it commits (``TRIM_OVER_CAP``). Until then a queue may
-    hold more than the cap: no other transaction sees it."""
+    hold more than the cap: no other transaction sees it. A write undone in its savepoint (a group
+    written again, ``core.runtime.group_transaction``) keeps its entries counted: the trim then
+    looks for more entries past the cap than there are, and walks on over those trimmed since the
+    last vacuum, once, in a transaction that is rare already."""
     written: list[str] | None = session.info.get(_WRITTEN_UNPINNED)
     if written is None:
         written = session.info[_WRITTEN_UNPINNED] = []
