@@ -7,7 +7,7 @@ codes as an HMAC under the server key (a six-digit code's plain hash would be tr
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # What a caller waits on (questions, their callbacks, urgent receipts) has a module of its own;
@@ -148,7 +148,11 @@ class QueuedEnvelope(SQLModel, table=True):
         {"sqlite_autoincrement": True},  # a seq is never handed out twice
     )
 
-    seq: int | None = Field(default=None, primary_key=True)
+    # 64 bits on PostgreSQL (migration 0019): one sequence serves every device. On SQLite the
+    # column must be spelled INTEGER to be the rowid, which is 64 bits already.
+    seq: int | None = Field(
+        default=None, sa_column=Column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    )
     recipient_device_id: str = Field(max_length=36)
     sender: str = Field(max_length=36)  # a device id, or "server"
     type: str = Field(max_length=32)

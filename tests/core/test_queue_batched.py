@@ -172,3 +172,21 @@ def test_a_seq_is_never_handed_out_twice(core: Core) -> None:
     assert stored(core, "dev_b") == [(later[0], b"4", None)] and stored(core, "dev_a") == [
         (later[1], b"5", None)
     ]
+
+
+def test_seqs_go_past_32_bits(client: TestClient, core: Core) -> None:
+    """One sequence numbers every device's entries: past 2**31 (months of a busy install) they go
+    on, on both backends (PostgreSQL's column and sequence are bigint, SQLite's rowid is 64 bits)."""
+    a = register_phone(client).device_id
+    past_32_bits = 2**31 + 5
+    with core.engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql(f"SELECT setval('queued_envelopes_seq_seq', {past_32_bits})")
+        else:
+            connection.exec_driver_sql(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'queued_envelopes'", (past_32_bits,)
+            )
+    seqs, events = core.run_sync(put_all, Principal.system(), blobs={a: b"x"})
+    assert seqs == [past_32_bits + 1]
+    assert json.loads(events[0][1])["seq"] == past_32_bits + 1
+    assert stored(core, a)[-1] == (past_32_bits + 1, b"x", None)
