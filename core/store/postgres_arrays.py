@@ -1,14 +1,14 @@
-"""PostgreSQL array parameters of strings or bytes, sent in PostgreSQL's binary array format in one
-step.
+"""PostgreSQL array parameters of strings, bytes or integers, sent in PostgreSQL's binary array
+format in one step.
 
 psycopg sends a Python list through its generic ``ListDumper``, which works out the element type of
 every list it is given (a dumper looked up, upgraded and made afresh each time, in Python): for a
 send's queue statement, two arrays of two elements, about 40 to 60 µs of the replica's CPU a send,
 several times the statement's other parameters. The bind types here (``VARCHAR_ARRAY``,
-``BYTEA_ARRAY``) hand psycopg a list marked with what it holds, whose dumper (registered on each
-connection by ``core.store.database``) writes the array at once. A connection without them (never
-one of ``make_engine``'s) would still send the same array through ``ListDumper``: a marked list is
-a list.
+``BYTEA_ARRAY``, ``BIGINT_ARRAY``) hand psycopg a list marked with what it holds, whose dumper
+(registered on each connection by ``core.store.database``) writes the array at once. A connection
+without them (never one of ``make_engine``'s) would still send the same array through
+``ListDumper``: a marked list is a list.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from sqlalchemy.types import UserDefinedType
 
 VARCHAR_OID, VARCHAR_ARRAY_OID = 1043, 1015
 BYTEA_OID, BYTEA_ARRAY_OID = 17, 1001
+BIGINT_OID, BIGINT_ARRAY_OID = 20, 1016
 
 _ONE_DIMENSION = struct.Struct(">iiiii")  # dimensions, has nulls, element type, length, lower bound
 _EMPTY = struct.Struct(">iii")  # no dimension: the empty array
 _LENGTH = struct.Struct(">i")
+_BIGINT = struct.Struct(">iq")  # an element's length (8) and its value
 
 
 class Strings(list[str]):
@@ -35,6 +37,10 @@ class Strings(list[str]):
 
 class Blobs(list[bytes]):
     """A list of byte strings, sent as ``bytea[]``."""
+
+
+class BigIntegers(list[int]):
+    """A list of integers, sent as ``bigint[]``."""
 
 
 def binary_array(element_oid: int, items: Sequence[bytes]) -> bytes:
@@ -47,10 +53,18 @@ def binary_array(element_oid: int, items: Sequence[bytes]) -> bytes:
     return b"".join(parts)
 
 
+def bigint_array(items: Sequence[int]) -> bytes:
+    """``binary_array`` of 64-bit integers."""
+    if not items:
+        return _EMPTY.pack(0, 0, BIGINT_OID)
+    head = _ONE_DIMENSION.pack(1, 0, BIGINT_OID, len(items), 1)
+    return head + b"".join([_BIGINT.pack(8, item) for item in items])
+
+
 @functools.cache
-def _dumpers() -> tuple[type[Any], type[Any]]:
-    """psycopg's dumpers of ``Strings`` and ``Blobs``. Made on first use: psycopg is an optional
-    dependency."""
+def _dumpers() -> tuple[type[Any], type[Any], type[Any]]:
+    """psycopg's dumpers of ``Strings``, ``Blobs`` and ``BigIntegers``. Made on first use: psycopg
+    is an optional dependency."""
     from psycopg.adapt import Dumper
     from psycopg.pq import Format
 
@@ -68,14 +82,22 @@ def _dumpers() -> tuple[type[Any], type[Any]]:
         def dump(self, obj: Blobs) -> bytes:
             return binary_array(BYTEA_OID, [bytes(item) for item in obj])
 
-    return StringsDumper, BlobsDumper
+    class BigIntegersDumper(Dumper):
+        oid = BIGINT_ARRAY_OID
+        format = Format.BINARY
+
+        def dump(self, obj: BigIntegers) -> bytes:
+            return bigint_array(obj)
+
+    return StringsDumper, BlobsDumper, BigIntegersDumper
 
 
 def register_dumpers(driver_connection: Any) -> None:
     """On a new psycopg connection (``core.store.database``)."""
-    strings, blobs = _dumpers()
+    strings, blobs, bigints = _dumpers()
     driver_connection.adapters.register_dumper(Strings, strings)
     driver_connection.adapters.register_dumper(Blobs, blobs)
+    driver_connection.adapters.register_dumper(BigIntegers, bigints)
 
 
 class _MarkedArray(UserDefinedType[list[Any]]):
@@ -104,5 +126,11 @@ class ByteaArray(_MarkedArray):
     marked = Blobs
 
 
+class BigintArray(_MarkedArray):
+    spec = "BIGINT[]"
+    marked = BigIntegers
+
+
 VARCHAR_ARRAY = VarcharArray()
 BYTEA_ARRAY = ByteaArray()
+BIGINT_ARRAY = BigintArray()
