@@ -22,24 +22,30 @@ _STATEMENTS_RUN = "relaybox_statements_run"  # the attribute a PostgreSQL connec
 
 @functools.cache
 def counting_cursor() -> type[Any]:
-    """psycopg's cursor class, counting on its connection every statement it runs: the engine's
-    ``cursor_factory`` (``core.store.database``), so every cursor of a connection, whoever asks for
-    it, is one. Made on first use: psycopg is an optional dependency."""
+    """psycopg's cursor class, counting on its connection every statement it runs (and sending
+    first a write held back, ``core.store.held_back``): the engine's ``cursor_factory``
+    (``core.store.database``), so every cursor of a connection, whoever asks for it, is one. Made
+    on first use: psycopg is an optional dependency."""
     import psycopg
+
+    from core.store.held_back import send_held  # it counts with this module's ``count_statement``
 
     class CountingCursor(psycopg.Cursor[Any]):
         def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-            _count(self.connection)
+            send_held(self.connection)  # a write held back goes first (``core.store.held_back``)
+            count_statement(self.connection)
             return super().execute(query, params, **options)
 
         def executemany(self, query: Any, params_seq: Iterable[Any], *, returning: bool = False) -> None:
-            _count(self.connection)
+            send_held(self.connection)
+            count_statement(self.connection)
             super().executemany(query, params_seq, returning=returning)
 
     return CountingCursor
 
 
-def _count(connection: Any) -> None:
+def count_statement(connection: Any) -> None:
+    """Count one statement on ``connection`` (a psycopg connection): run, or held back to be run."""
     setattr(connection, _STATEMENTS_RUN, getattr(connection, _STATEMENTS_RUN, 0) + 1)
 
 

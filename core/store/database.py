@@ -11,6 +11,7 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
 
 from core.store.change_marks import counting_cursor
+from core.store.held_back import drop_held, held_in, send_held
 from core.store.postgres_arrays import register_dumpers
 from core.store.prepared import driver_error
 
@@ -50,6 +51,8 @@ def make_engine(url: str) -> Engine:
         event.listen(
             postgres, "connect", lambda dbapi_connection, _record: register_dumpers(dbapi_connection)
         )
+        # A write held back by a transaction rolled back never reaches the next one.
+        event.listen(postgres.pool, "reset", drop_held)
         return postgres
 
     in_memory = url in ("sqlite://", "sqlite:///:memory:")
@@ -119,15 +122,16 @@ def before_commit(session: Session, owed: Callable[[], object]) -> None:
 
 def _commit(session: Session) -> None:
     """Commit, after what the transaction owes (``before_commit``), which sees every change of the
-    transaction (the ORM's flushed first). On PostgreSQL what it owes and the COMMIT are sent in
-    one pipeline, whose end waits once for all of them (a statement that answers no rows is not
-    waited for on its own; one that fails fails the pipeline, the COMMIT with it): a lone write's
-    transaction makes no more round trips for what it owes. SQLAlchemy's commit then finds the
-    connection out of its transaction and sends nothing. An owed action runs statements on the
-    connection: ORM objects it added would be flushed in the pipeline, where SQLAlchemy cannot read
-    what an insert returns."""
-    owed = session.info.pop(_BEFORE_COMMIT, None)
-    if owed is None:
+    transaction (the ORM's flushed first). On PostgreSQL a write held back
+    (``core.store.held_back``), what the transaction owes and the COMMIT are sent in one pipeline,
+    whose end waits once for all of them (a statement that answers no rows is not waited for on
+    its own; one that fails fails the pipeline, the COMMIT with it): a lone write's transaction
+    makes no more round trips for what it owes. SQLAlchemy's commit then finds the connection out
+    of its transaction and sends nothing. An owed action runs statements on the connection: ORM
+    objects it added would be flushed in the pipeline, where SQLAlchemy cannot read what an insert
+    returns."""
+    owed = session.info.pop(_BEFORE_COMMIT, [])
+    if not owed and not held_in(session):
         session.commit()
         return
     session.flush()
@@ -136,6 +140,7 @@ def _commit(session: Session) -> None:
         driver: Any = connection.connection.driver_connection
         try:
             with driver.pipeline():
+                send_held(driver)
                 for action in owed:
                     action()
                 driver.execute("COMMIT")
