@@ -35,7 +35,8 @@ write with prepared statements.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,7 @@ from sqlmodel import Session
 
 from core.principal import Principal
 from core.runtime.events import Event
-from core.runtime.tx import LOCKED_DEVICES
+from core.runtime.tx import GROUP_WRITES_TO, LOCKED_DEVICES
 from core.store.postgres_arrays import VARCHAR_ARRAY
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, PushRegistration
@@ -177,10 +178,13 @@ _LOCK_ACCOUNTS_DEVICES = PreparedStatement(  # PostgreSQL only, as ``lock_recipi
 )
 
 
-def lock_devices_of(session: Session, account_ids: set[str]) -> None:
+def lock_devices_of(
+    session: Session, account_ids: Collection[str], writes: Counter[str] | None = None
+) -> None:
     """PostgreSQL: lock every device of these accounts, before any write of the group locks some.
     The ids go into the session's ``LOCKED_DEVICES``: before any savepoint, so no rollback to one
-    releases them, and a write's ``lock_recipients`` among them has nothing left to lock.
+    releases them, and a write's ``lock_recipients`` among them has nothing left to lock. ``writes``
+    (a group's: how many of its writes act for each account) goes into ``GROUP_WRITES_TO``.
 
     The same statement reads what a send reads of them (``ACCOUNT_DEVICE_ROWS``), so that the sends
     of the group need not each read their account's devices again: locked, the devices cannot change
@@ -194,6 +198,8 @@ def lock_devices_of(session: Session, account_ids: set[str]) -> None:
             by_account[row[0]].append(row[2:])
         session.info[LOCKED_DEVICES] = frozenset(row[2] for row in rows)
         session.info[ACCOUNT_DEVICE_ROWS] = by_account
+        if writes is not None:
+            session.info[GROUP_WRITES_TO] = {row[2]: writes[row[0]] for row in rows}
 
 
 def _created(row: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
@@ -126,7 +127,8 @@ def _in_transaction(
     try:
         with sqlite_writer or nullcontext(), session_scope(engine) as session:
             if sqlite_writer is None:
-                lock_devices_of(session, {write.principal.account_id for write in writes})
+                accounts = Counter(write.principal.account_id for write in writes)
+                lock_devices_of(session, accounts, accounts)
             write_all(session, results)
     except _ChangedThenFailedError:
         raise

@@ -25,6 +25,10 @@ T = TypeVar("T")
 # In a session's ``info``: the device ids whose rows the transaction locked up front (a PostgreSQL
 # group, ``core.runtime.group_commit``); a write among them need not lock them again.
 LOCKED_DEVICES = "relaybox_locked_devices"
+# In a group's session ``info``, beside ``LOCKED_DEVICES``: by locked device id, how many writes of
+# the group act for its account, so the most entries the group's sends queue to it
+# (``core.services.queue_held``).
+GROUP_WRITES_TO = "relaybox_group_writes_to"
 
 
 @dataclass

@@ -5,7 +5,8 @@ The newest ``QUEUE_CAP`` untagged entries of a device are kept; a tagged (pinned
 trimmed, only expired (``core.services.reminders`` bounds how many a device may have). SQLite
 trims a queue as each write takes it over the cap; PostgreSQL trims every queue a transaction wrote
 once, before it commits (a group of sends to one account: once, not once a send), so no other
-transaction ever sees a queue over its cap.
+transaction ever sees a queue over its cap. There a group's unpinned entries are inserted together,
+held back until the transaction's next statement or its commit (``core.services.queue_held``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlmodel import Session
 
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import LOCKED_DEVICES, Tx
+from core.services.queue_held import take_held_seqs
 from core.services.queue_statements import (
     BEFORE,
     DROP,
@@ -54,11 +56,15 @@ def enqueue_all(
     ttl_s: int,
     max_lifetime_s: int = QUEUE_LIFETIME_S,
     tag: str | None = None,
+    may_hold: bool = True,
 ) -> list[int]:
     """Append one blob to each device's queue (``blobs``: by recipient device id; ``ttl_s`` up to
     ``max_lifetime_s``; ``tag`` pins the entries), trim each queue to its cap (PostgreSQL: before
     commit) and wake the recipients' streams. The seqs, in the order of ``blobs``. Takes the
-    recipients' locks (``lock_recipients``), once for all."""
+    recipients' locks (``lock_recipients``), once for all. ``may_hold``: in a PostgreSQL group, the
+    entries may be held back (``core.services.queue_held``); worth it for a write whose group runs
+    no other statement between its queue writes (sends), not for one that runs a statement of its
+    own before each (relays: it would send the held entries on a round trip of their own)."""
     if not blobs:  # e.g. an urgent stop whose recipients were all removed
         return []
     recipients = list(blobs)
@@ -73,9 +79,13 @@ def enqueue_all(
         "tag": tag,
     }
     pinned = tag is not None
-    if connection.dialect.name == "postgresql":  # one round trip for every device
-        written = QUEUE_ALL.rows(connection, recipients=recipients, blobs=list(blobs.values()), **shared)
-        seqs = {recipient: (seq, prev or 0) for recipient, seq, prev in written}
+    if connection.dialect.name == "postgresql":
+        held = take_held_seqs(tx, blobs, shared) if may_hold and not pinned else None
+        if held is not None:
+            seqs = held
+        else:  # one round trip for every device
+            written = QUEUE_ALL.rows(connection, recipients=recipients, blobs=list(blobs.values()), **shared)
+            seqs = {recipient: (seq, prev or 0) for recipient, seq, prev in written}
         if not pinned:  # a pinned entry takes no room under the cap
             _trim_before_commit(tx.session, recipients)
     else:  # SQLite: no data-modifying CTEs, and a statement costs no round trip
@@ -145,7 +155,8 @@ def enqueue(
     max_lifetime_s: int = QUEUE_LIFETIME_S,
     tag: str | None = None,
 ) -> int:
-    """``enqueue_all`` for one device: its entry's seq."""
+    """``enqueue_all`` for one device (a relay, a push kept for a device without a push service):
+    its entry's seq, never held back."""
     [seq] = enqueue_all(
         tx,
         {recipient_device_id: blob},
@@ -154,6 +165,7 @@ def enqueue(
         ttl_s=ttl_s,
         max_lifetime_s=max_lifetime_s,
         tag=tag,
+        may_hold=False,
     )
     return seq
 

@@ -189,7 +189,7 @@ class _RowAddress(UserDefinedType[str]):
         return "TID"
 
 
-def _queue_of(table: FromClause, recipient: ColumnElement[str]) -> ColumnElement[bool]:
+def queue_of(table: FromClause, recipient: ColumnElement[str]) -> ColumnElement[bool]:
     """PostgreSQL: ``table``'s entries of ``recipient``, as a range of one value, with the scans
     below ordered by (recipient, seq) as the recipient index is. With an equality the planner folds
     the recipient out of the order and may walk the primary key by seq instead, filtering by
@@ -202,14 +202,14 @@ def _queue_of(table: FromClause, recipient: ColumnElement[str]) -> ColumnElement
     return table.c.recipient_device_id.between(recipient, recipient)
 
 
-def _newest_first(table: FromClause) -> tuple[ColumnElement[str], ColumnElement[int]]:
+def newest_first(table: FromClause) -> tuple[ColumnElement[str], ColumnElement[int]]:
     return table.c.recipient_device_id.desc(), table.c.seq.desc()
 
 
 def _queue_in_one_statement() -> PreparedStatement:
     """PostgreSQL: every device's insert and its newest seq before it as one statement, a
     data-modifying CTE over the recipients and blobs as arrays. The newest seq is read in the
-    recipient index alone (``_queue_of``), from the snapshot before the insert; the recipients are
+    recipient index alone (``queue_of``), from the snapshot before the insert; the recipients are
     locked already (``lock_recipients``). The queues are trimmed to their cap once the
     transaction's writes are done (``TRIM_OVER_CAP``), not here.
 
@@ -226,7 +226,7 @@ def _queue_in_one_statement() -> PreparedStatement:
         .render_derived()
     )
     recipient = entries.c.recipient
-    prev = select(_QUEUE.c.seq).where(_queue_of(_QUEUE, recipient)).order_by(*_newest_first(_QUEUE)).limit(1)
+    prev = select(_QUEUE.c.seq).where(queue_of(_QUEUE, recipient)).order_by(*newest_first(_QUEUE)).limit(1)
     before = select(recipient.label("recipient"), prev.scalar_subquery().label("prev")).cte("before")
     inserted = _insert_entries(entries).cte("inserted")
     return PreparedStatement(

@@ -1,0 +1,193 @@
+"""On PostgreSQL a group's queue writes take their seqs from a reservation made once the group's
+devices are locked, and go to the database as one insert held back to the commit
+(``core.services.queue_held``): each entry still names its recipient's previous seq, seqs still
+follow commit order for each device, a statement in between sends the held entries first and ends
+the reservation, and a write that fails after holding its entries is undone alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from core.errors import RelayError
+from core.principal import Principal
+from core.runtime.core import Core
+from core.runtime.group_commit import Write
+from core.runtime.group_transaction import write_group
+from core.runtime.tally import Tally
+from core.runtime.tx import Tx
+from core.services.relay import relay_envelope
+from core.store.change_marks import counting_cursor
+from tests.core.pairs import Pair, paired
+from tests.core.test_queue_batched import put_all
+from tests.helpers import queue_entries
+
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """Every statement a PostgreSQL connection sends from now on, in order: its SQL and its
+    parameters (recorded by psycopg's own cursor, under the counting cursor that sends a held
+    write before the statement it was asked to run)."""
+    seen: list[tuple[str, Any]] = []
+    psycopg_cursor: Any = counting_cursor().__mro__[1]
+    execute = psycopg_cursor.execute
+
+    def recording(self: Any, query: Any, params: Any = None, **options: Any) -> Any:
+        seen.append((str(query), params))
+        return execute(self, query, params, **options)
+
+    monkeypatch.setattr(psycopg_cursor, "execute", recording)
+    return seen
+
+
+def kinds(seen: list[tuple[str, Any]]) -> list[str]:
+    """What each statement is, as far as these tests tell them apart."""
+    named = []
+    for sql, _ in seen:
+        if "FOR UPDATE" in sql:
+            named.append("lock")
+        elif "nextval" in sql:
+            named.append("reserve")
+        elif sql.startswith("INSERT INTO queued_envelopes") and "RETURNING" not in sql:
+            named.append("insert held")
+        elif "INSERT INTO queued_envelopes" in sql:
+            named.append("queue write")
+        elif "relaybox_queue_entries_over_cap" in sql:
+            named.append("trim")
+        elif sql == "COMMIT":
+            named.append("commit")
+        else:
+            named.append(sql)
+    return named
+
+
+def in_one_group(core: Core, principal: Principal, writes: list[tuple[Any, dict[str, Any]]]) -> list[Write]:
+    """The writes in one group, as the group writer writes them."""
+    group = [Write(op=op, principal=principal, args=(), kw=kw) for op, kw in writes]
+    write_group(core.engine, None, core._tx, Tally(), group)
+    return group
+
+
+def ids(pair: Pair) -> tuple[str, str]:
+    """The phone's device id and the computer's."""
+    assert pair.phone.device_id is not None and pair.computer.device_id is not None
+    return pair.phone.device_id, pair.computer.device_id
+
+
+def both(pair: Pair, n: int) -> dict[str, bytes]:
+    phone, computer = ids(pair)
+    return {phone: b"phone %d" % n, computer: b"computer %d" % n}
+
+
+async def test_a_groups_writes_take_reserved_seqs_and_go_in_one_insert_with_the_commit(
+    running: Core, statements: list[tuple[str, Any]]
+) -> None:
+    pair = await paired(running)
+    phone, computer = ids(pair)
+    [earlier], _ = running.run_sync(put_all, Principal.system(), blobs={phone: b"earlier"})
+    del statements[:]
+
+    group = in_one_group(running, pair.phone, [(put_all, {"blobs": both(pair, n)}) for n in range(5)])
+
+    assert kinds(statements) == ["lock", "reserve", "insert held", "trim", "commit"]
+    previous = {phone: earlier, computer: 0}
+    for n, write in enumerate(group):
+        assert write.error is None
+        seqs, wake_ups = write.result
+        for device_id, seq, (_, message) in zip(both(pair, n), seqs, wake_ups, strict=True):
+            assert seq > previous[device_id]
+            assert f'"seq":{seq},"prev":{previous[device_id]}' in message
+            previous[device_id] = seq
+    for index, device_id in enumerate((phone, computer)):
+        stored = [(seq, blob) for seq, blob, _ in queue_entries(running.engine, device_id)]
+        expected = [(write.result[0][index], both(pair, n)[device_id]) for n, write in enumerate(group)]
+        assert stored[-5:] == expected
+
+
+def count_then_put(tx: Tx, principal: Principal, *, blobs: dict[str, bytes]) -> tuple[int, Any]:
+    """How many entries the first recipient's queue holds (a statement of its own), then ``put_all``."""
+    device_id = next(iter(blobs))
+    query = text("SELECT count(*) FROM queued_envelopes WHERE recipient_device_id = :d")
+    count = int(tx.connection().execute(query, {"d": device_id}).scalar_one())
+    return count, put_all(tx, principal, blobs=blobs)
+
+
+async def test_a_statement_sends_the_held_entries_first_and_the_writes_after_it_go_on_their_own(
+    running: Core, statements: list[tuple[str, Any]]
+) -> None:
+    pair = await paired(running)
+    del statements[:]
+
+    first, counting, last = in_one_group(
+        running,
+        pair.phone,
+        [
+            (put_all, {"blobs": both(pair, 0)}),
+            (count_then_put, {"blobs": both(pair, 1)}),
+            (put_all, {"blobs": both(pair, 2)}),
+        ],
+    )
+
+    counted = kinds(statements)
+    assert counted[:3] == ["lock", "reserve", "insert held"] and counted[3].startswith("SELECT count")
+    assert counted[4:] == ["queue write", "queue write", "trim", "commit"]
+    count, (counting_seqs, counting_wake_ups) = counting.result
+    assert count == 1  # the first write's entry, sent before the count
+    assert f'"prev":{first.result[0][0]}' in counting_wake_ups[0][1]
+    assert f'"prev":{counting_seqs[0]}' in last.result[1][0][1]
+    phone, _ = ids(pair)
+    assert [seq for seq, _, _ in queue_entries(running.engine, phone)] == [
+        first.result[0][0],
+        counting_seqs[0],
+        last.result[0][0],
+    ]
+
+
+def put_then_fail(tx: Tx, principal: Principal, *, blobs: dict[str, bytes]) -> None:
+    put_all(tx, principal, blobs=blobs)
+    raise RelayError("not_found")
+
+
+async def test_a_write_that_fails_after_holding_its_entries_is_undone_alone(running: Core) -> None:
+    pair = await paired(running)
+
+    first, failing, last = in_one_group(
+        running,
+        pair.phone,
+        [
+            (put_all, {"blobs": both(pair, 0)}),
+            (put_then_fail, {"blobs": both(pair, 1)}),
+            (put_all, {"blobs": both(pair, 2)}),
+        ],
+    )
+
+    assert isinstance(failing.error, RelayError) and first.error is None and last.error is None
+    for index, device_id in enumerate(both(pair, 0)):
+        stored = [blob for _, blob, _ in queue_entries(running.engine, device_id)]
+        assert stored == [both(pair, 0)[device_id], both(pair, 2)[device_id]]
+        assert last.result[0][index] > first.result[0][index]
+
+
+async def test_the_reserved_seqs_come_from_the_seq_columns_own_sequence(running: Core) -> None:
+    with running.engine.connect() as connection:
+        name = connection.execute(text("SELECT pg_get_serial_sequence('queued_envelopes', 'seq')")).scalar()
+    assert name == "public.queued_envelopes_seq_seq"
+
+
+async def test_a_group_of_relays_reserves_nothing(running: Core, statements: list[tuple[str, Any]]) -> None:
+    """A relay reads its pair before its queue write: it would end a reservation at once, so its
+    one-device write goes as a statement of its own."""
+    pair = await paired(running)
+    del statements[:]
+
+    group = in_one_group(
+        running, pair.phone, [(relay_envelope, {"body": pair.envelope(b"text %d" % n)}) for n in range(3)]
+    )
+
+    assert all(write.error is None for write in group)
+    assert kinds(statements).count("queue write") == 3
+    assert "reserve" not in kinds(statements) and "insert held" not in kinds(statements)
