@@ -6,11 +6,16 @@ the reservation, and a write that fails after holding its entries is undone alon
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
+from core.bootstrap import build_core
+from core.clock import ManualClock
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
@@ -19,12 +24,31 @@ from core.runtime.group_transaction import write_group
 from core.runtime.tally import Tally
 from core.runtime.tx import Tx
 from core.services.relay import relay_envelope
+from core.services.send import SendOut, send_notification
+from core.settings import Settings, explicit_settings
 from core.store.change_marks import counting_cursor
 from tests.core.pairs import Pair, paired
+from tests.core.test_group_commit import sender
 from tests.core.test_queue_batched import put_all
 from tests.helpers import queue_entries
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    """Sends' limits out of the way: the races, not the budgets, are under test."""
+    high = 1_000_000
+    limits = (
+        "limit_token_burst",
+        "limit_token_monthly",
+        "limit_receiver_daily",
+        "limit_ip_minute",
+        "limit_ip_hour",
+    )
+    return explicit_settings(
+        data_dir=tmp_path / "data", database_url=database_url, **dict.fromkeys(limits, high)
+    )
 
 
 @pytest.fixture
@@ -191,3 +215,48 @@ async def test_a_group_of_relays_reserves_nothing(running: Core, statements: lis
     assert all(write.error is None for write in group)
     assert kinds(statements).count("queue write") == 3
     assert "reserve" not in kinds(statements) and "insert held" not in kinds(statements)
+
+
+async def test_sends_racing_on_two_replicas_reach_each_device_in_commit_order(
+    running: Core, settings: Settings, clock: ManualClock, statements: list[tuple[str, Any]]
+) -> None:
+    """Both replicas' groups reserve seqs and hold their entries: a reader that polls the phone's
+    queue (as a stream reads "after its last seq") never sees an entry appear below one it has
+    seen already, and every send's entries are there at the end."""
+    pair = await paired(running)
+    token = await sender(running, pair)
+    phone, _ = ids(pair)
+    seen: set[int] = set()
+    late: list[tuple[int, int]] = []  # (an entry that appeared, the newest seen before it)
+    done = threading.Event()
+
+    def watch() -> None:
+        query = text("SELECT seq FROM queued_envelopes WHERE recipient_device_id = :d")
+        newest = 0
+        while not done.is_set():
+            with running.engine.connect() as connection:
+                now = {seq for (seq,) in connection.execute(query, {"d": phone})}
+            late.extend((seq, newest) for seq in now - seen if seq < newest)
+            seen.update(now)
+            newest = max(now, default=newest)
+
+    async with build_core(settings, clock=clock) as other:
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            outcomes = await asyncio.gather(
+                *(
+                    core.run(send_notification, token, fields={"message": f"n{n}"}, ip="10.9.9.9")
+                    for n in range(80)
+                    for core in (running, other)
+                )
+            )
+        finally:
+            done.set()
+            watcher.join(10)
+        other.engine.dispose()
+    assert all(isinstance(outcome, SendOut) for outcome in outcomes)
+    assert late == []
+    assert kinds(statements).count("insert held") >= 2  # groups held their entries
+    stored = [seq for seq, _, _ in queue_entries(running.engine, phone)]
+    assert len(stored) == len(set(stored)) == 160 and seen <= set(stored)
