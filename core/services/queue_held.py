@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, bindparam, func, insert, literal_column, select
+from sqlalchemy import BigInteger, Connection, func, insert, literal_column, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from core.runtime.tx import GROUP_WRITES_TO, Tx
-from core.services.queue_statements import newest_first, queue_of
+from core.services.queue_statements import hidden_array, newest_first, queue_of
 from core.store.change_marks import change_mark
 from core.store.held_back import hold_back
 from core.store.postgres_arrays import BIGINT_ARRAY, BYTEA_ARRAY, VARCHAR_ARRAY
@@ -64,8 +64,10 @@ def take_held_seqs(
     the write must go as a statement of its own: outside a group, to a device the group did not
     lock, with no seq left for a recipient, or with the reservation spent (see the module)."""
     session = tx.opened_session
-    writes_to: dict[str, int] | None = session.info.get(GROUP_WRITES_TO) if session is not None else None
-    if session is None or writes_to is None:
+    if session is None:
+        return None
+    writes_to: dict[str, int] | None = session.info.get(GROUP_WRITES_TO)
+    if writes_to is None:
         return None
     connection = tx.connection()
     reservation: _Reservation | None = session.info.get(_RESERVATION)
@@ -110,16 +112,10 @@ _QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
 _SEQUENCE: ColumnElement[Any] = literal_column("'queued_envelopes_seq_seq'::regclass")
 
 
-def _array_of(name: str, array_type: Any) -> Any:
-    """An array parameter read through a scalar subquery, so that the planner never sees its length
-    and the prepared statement keeps one generic plan (``core.services.queue_statements`` says why)."""
-    return select(bindparam(name, type_=array_type)).scalar_subquery()
-
-
 # For each locked device (``devices``) its newest seq and ``entries`` seqs from the sequence, taken
 # after the lock (read committed: this statement's snapshot sees every entry committed before it).
 _LOCKED = (
-    func.unnest(_array_of("devices", VARCHAR_ARRAY), _array_of("entries", BIGINT_ARRAY))
+    func.unnest(hidden_array("devices", VARCHAR_ARRAY), hidden_array("entries", BIGINT_ARRAY))
     .table_valued("device_id", "entries")
     .render_derived()
 )
@@ -149,7 +145,7 @@ _HELD_COLUMNS: dict[str, tuple[str, Any]] = {
     "expires_at": ("expires_at", BIGINT_ARRAY),
 }
 _ENTRIES = (
-    func.unnest(*(_array_of(name, array_type) for name, (_column, array_type) in _HELD_COLUMNS.items()))
+    func.unnest(*(hidden_array(name, array_type) for name, (_column, array_type) in _HELD_COLUMNS.items()))
     .table_valued(*_HELD_COLUMNS)
     .render_derived()
 )

@@ -206,6 +206,13 @@ def newest_first(table: FromClause) -> tuple[ColumnElement[str], ColumnElement[i
     return table.c.recipient_device_id.desc(), table.c.seq.desc()
 
 
+def hidden_array(name: str, array_type: Any) -> Any:
+    """PostgreSQL: an array parameter read through a scalar subquery, so the planner never sees
+    its length and the prepared statement keeps one generic plan (``_queue_in_one_statement``
+    says why)."""
+    return select(bindparam(name, type_=array_type)).scalar_subquery()
+
+
 def _queue_in_one_statement() -> PreparedStatement:
     """PostgreSQL: every device's insert and its newest seq before it as one statement, a
     data-modifying CTE over the recipients and blobs as arrays. The newest seq is read in the
@@ -219,8 +226,8 @@ def _queue_in_one_statement() -> PreparedStatement:
     the server-side prepared statement runs its one generic plan, the same plan."""
     entries = (
         func.unnest(
-            select(bindparam("recipients", type_=VARCHAR_ARRAY)).scalar_subquery(),
-            select(bindparam("blobs", type_=BYTEA_ARRAY)).scalar_subquery(),
+            hidden_array("recipients", VARCHAR_ARRAY),
+            hidden_array("blobs", BYTEA_ARRAY),
         )
         .table_valued("recipient", "blob")
         .render_derived()
