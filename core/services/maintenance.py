@@ -10,6 +10,7 @@ from sqlmodel import col
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
 from core.runtime.tx import Tx
+from core.services.queue_counts import recount_expiring
 from core.services.receipts import RETENTION_S as RECEIPT_RETENTION_S
 from core.services.transfers import expire_transfers
 from core.store.tables import (
@@ -75,6 +76,7 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
             col(ConnectorGrant.revoked_at) <= now - tx.settings.revoked_token_retention_s
         ),
     }
+    recount_expiring(tx.connection(), now)  # SQLite: the queues' counts, before their entries go
     removed = {
         name: int(getattr(tx.session.execute(stmt), "rowcount", 0)) for name, stmt in statements.items()
     }

@@ -3,7 +3,8 @@ to its cap. Operations call these inside their transaction; the wake-ups leave a
 
 The newest ``QUEUE_CAP`` untagged entries of a device are kept; a tagged (pinned) entry is never
 trimmed, only expired (``core.services.reminders`` bounds how many a device may have). SQLite
-trims a queue as each write takes it over the cap; PostgreSQL trims every queue a transaction wrote
+trims a queue as each write takes it over the cap, told by the queue's count, which each write
+keeps (``core.services.queue_counts``); PostgreSQL trims every queue a transaction wrote
 once, before it commits (a group of sends to one account: once, not once a send), so no other
 transaction ever sees a queue over its cap. There a group's unpinned entries are inserted together,
 held back until the transaction's next statement or its commit (``core.services.queue_held``).
@@ -20,10 +21,12 @@ from sqlmodel import Session
 
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import LOCKED_DEVICES, Tx
+from core.services.queue_counts import counts_after_write, set_counts
 from core.services.queue_held import take_held_seqs
 from core.services.queue_statements import (
     BEFORE,
     DROP,
+    KEPT,
     QUEUE_ALL,
     ROW_BINDS,
     ROWS_PER_INSERT,
@@ -104,7 +107,9 @@ def enqueue_all(
                 rows[recipient_bind] = recipient
                 rows[blob_bind] = bytearray(blob)  # see insert_rows
             insert_rows(len(chunk)).rows(connection, **rows)
-        _trim(connection, before)
+        _trim(connection, before, pinned=pinned)
+        counts = ((recipient, count) for recipient, _prev, _dropped, count, _last in before)
+        set_counts(connection, counts_after_write(counts, pinned=pinned))
     message = WakeUps(sender, type).message
     wake_ups = [
         (device_topic(recipient), message(*seqs[recipient], blob)) for recipient, blob in blobs.items()
@@ -127,14 +132,15 @@ def _trim_before_commit(session: Session, recipients: list[str]) -> None:
     written += recipients
 
 
-def _trim(connection: Connection, before: list[tuple[Any, ...]]) -> None:
+def _trim(connection: Connection, before: list[tuple[Any, ...]], *, pinned: bool) -> None:
     """SQLite: trim the queues ``BEFORE`` found at their cap (below it there is nothing to trim):
-    a queue's only dropped entry by its seq, the entries of a queue over it (a cap lowered) by
-    their recipient's first dropped seq."""
+    a queue's only dropped entry by its seq (one over what the write keeps: ``dropped`` is its
+    oldest unpinned entry), the entries of a queue further over (a cap lowered) by their
+    recipient's first dropped seq."""
     drops: list[int] = []
     cutoffs: dict[str, int] = {}
-    for recipient, _prev, dropped, single, _last in before:
-        if single:  # ``dropped`` is its oldest unpinned entry
+    for recipient, _prev, dropped, count, _last in before:
+        if count == KEPT[pinned] + 1:
             drops.append(dropped)
         elif dropped is not None:
             cutoffs[recipient] = dropped

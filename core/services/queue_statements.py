@@ -2,9 +2,10 @@
 queue is the hot path, and building statements and SQLAlchemy's per-execution work cost more than
 running them. ``core.services.queue`` says when each runs.
 
-SQLite writes a send's entries in three statements (what each queue holds and the last seq handed
-out, the insert of the entries with their seqs, the trim of the queues at their cap: a fourth when
-one is over it; a statement costs no round trip there); PostgreSQL in one, a data-modifying CTE,
+SQLite writes a send's entries in two statements (what each queue holds and the last seq handed
+out, the insert of the entries with their seqs), then, when there are any, trims the queues at
+their cap and sets the counts of those below it (``core.services.queue_counts``); a statement
+costs no round trip there. PostgreSQL writes them in one, a data-modifying CTE,
 and trims the queues a transaction wrote once, before it commits (a walk of each queue's newest
 entries that every write made on its own until then).
 """
@@ -29,7 +30,6 @@ from sqlalchemy import (
     literal_column,
     select,
     table,
-    type_coerce,
     values,
 )
 from sqlalchemy.dialects import postgresql
@@ -48,7 +48,7 @@ _OLDER = _QUEUE.alias("older")
 _COUNTS = QueueCount.__table__  # type: ignore[attr-defined]
 _SHARED_COLUMNS = ("sender", "type", "created_at", "expires_at", "tag")
 # By whether the write pins: how many older unpinned entries a queue keeps beside the new one.
-_KEPT = {False: QUEUE_CAP - 1, True: QUEUE_CAP}
+KEPT = {False: QUEUE_CAP - 1, True: QUEUE_CAP}
 
 
 def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
@@ -65,7 +65,7 @@ def _unpinned(recipient: ColumnElement[str]) -> Select[int]:
 def _first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
     """SQLite: before this write, the newest of the recipient's unpinned entries that the write pushes over
     the cap (NULL: none is), walked to from the newest."""
-    return _unpinned(recipient).order_by(_OLDER.c.seq.desc()).offset(_KEPT[pinned]).limit(1).scalar_subquery()
+    return _unpinned(recipient).order_by(_OLDER.c.seq.desc()).offset(KEPT[pinned]).limit(1).scalar_subquery()
 
 
 def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
@@ -73,7 +73,7 @@ def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> Co
     queue one over what the write keeps (every write to a full queue) drops its oldest unpinned
     entry, the first one at the start of the recipient's index; only a queue further over (a cap
     lowered) walks; one below drops none."""
-    count, kept = _COUNTS.c.unpinned, _KEPT[pinned]
+    count, kept = _COUNTS.c.unpinned, KEPT[pinned]
     oldest = _unpinned(recipient).order_by(_OLDER.c.seq).limit(1).scalar_subquery()
     return case((count == kept + 1, oldest), (count > kept + 1, _first_dropped(recipient, pinned=pinned)))
 
@@ -93,16 +93,10 @@ def _last_seq() -> ColumnElement[int]:
     return func.max(func.coalesce(handed_out, 0), func.coalesce(largest, 0))
 
 
-def _single(*, pinned: bool) -> ColumnElement[int]:
-    """SQLite: whether the first dropped entry is the only one (``_counted_first_dropped``), 1 or
-    0 (or NULL) as it comes: typed as a boolean it would pass through a converter, a call a row."""
-    return type_coerce(_COUNTS.c.unpinned == _KEPT[pinned] + 1, Integer).label("single")
-
-
 # SQLite: the recipients as a JSON array, one read of what each queue holds before the write: per
-# recipient its newest seq, its first dropped one, whether that is its oldest unpinned entry and
-# the only one dropped (every write to a full queue: ``single``), and the last seq handed out (the
-# same on every row, read once), from which the insert numbers its entries itself.
+# recipient its newest seq, its first dropped one, its count (``QueueCount``; NULL: no row yet),
+# and the last seq handed out (the same on every row, read once), from which the insert numbers
+# its entries itself.
 _JSON_RECIPIENTS = func.json_each(bindparam("recipients", type_=String)).table_valued("value")
 _COUNTED = _JSON_RECIPIENTS.outerjoin(_COUNTS, _COUNTS.c.device_id == _JSON_RECIPIENTS.c.value)
 _SEQUENCE = table("sqlite_sequence", column("name", String), column("seq", Integer))
@@ -113,7 +107,7 @@ BEFORE = {
             _latest_seq(_JSON_RECIPIENTS.c.value),
             _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned),
         )
-        .add_columns(_single(pinned=pinned), _last_seq().label("last"))
+        .add_columns(_COUNTS.c.unpinned, _last_seq().label("last"))
         .select_from(_COUNTED)
     )
     for pinned in (False, True)

@@ -166,13 +166,13 @@ class QueuedEnvelope(SQLModel, table=True):
 
 class QueueCount(SQLModel, table=True):
     """SQLite only: how many unpinned entries a device's queue holds, so that a write knows without
-    counting whether it takes the queue over its cap. Kept exact by triggers on ``queued_envelopes``
-    (migration 0016: every insert, delete and update of an entry, whoever makes it: trims, the
-    expiry sweep, a device's removal), the row dropped with its device. PostgreSQL finds the cap's
-    boundary by walking each queue a transaction wrote once, before it commits, and leaves this
-    table empty. A migration that rebuilds ``queued_envelopes`` on SQLite (``batch_alter_table``)
-    drops the triggers: it must create them again (``tests/core/store/test_queue_counts.py``
-    checks they are there)."""
+    counting whether it takes the queue over its cap. Kept exact by the statements that write the
+    queue (``core.services.queue_counts`` lists them; migration 0020) and two triggers of migration
+    0016: an entry's pin or recipient changed, and the row dropped with its device. PostgreSQL
+    finds the cap's boundary by walking each queue a transaction wrote once, before it commits,
+    and leaves this table empty. A migration that rebuilds ``queued_envelopes`` on SQLite
+    (``batch_alter_table``) drops its trigger: it must create it again
+    (``tests/core/store/test_queue_counts.py`` checks the triggers that are there)."""
 
     __tablename__ = "queue_counts"
     __table_args__ = {"sqlite_with_rowid": False}  # the count beside its key: one b-tree, one seek

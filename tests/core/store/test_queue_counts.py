@@ -1,36 +1,45 @@
-"""``queue_counts`` (migration 0016): on SQLite each device's number of unpinned queue entries, kept
-exact by triggers whatever removes or changes an entry, which the queue's cap relies on; PostgreSQL
-leaves it empty and trims each queue a transaction wrote once, before it commits."""
+"""``queue_counts``: on SQLite each device's number of unpinned queue entries, which the queue's cap
+relies on, kept exact by the statements that write the queue (``core.services.queue_counts``,
+migration 0020) and two triggers; PostgreSQL leaves it empty and trims each queue a transaction
+wrote once, before it commits."""
 
 from __future__ import annotations
+
+import ast
+import random
+import re
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
+from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
 from core.runtime.tx import Tx
 from core.services.maintenance import sweep_expired
 from core.services.queue import QUEUE_CAP, enqueue_all
+from core.services.queue_counts import counts_after_write
 from core.store import migrate
 from tests.core.store.test_migrations import _downgrade
+from tests.core.test_queue_held import in_one_group
 from tests.helpers import pair_computer, queue_entries, register_phone
 
-SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the triggers
-TRIGGERS = [
-    "queue_counts_delete",
-    "queue_counts_device_removed",
-    "queue_counts_insert",
-    "queue_counts_update",
-]
+SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the counts
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def put(
     tx: Tx, _principal: Principal, *, blobs: dict[str, bytes], ttl_s: int = 3600, tag: str | None = None
 ) -> None:
     enqueue_all(tx, blobs, sender="server", type="push", ttl_s=ttl_s, tag=tag)
+
+
+def put_then_fail(tx: Tx, principal: Principal, *, blobs: dict[str, bytes]) -> None:
+    put(tx, principal, blobs=blobs)
+    raise RelayError("not_found")
 
 
 def kept_counts(engine: Engine) -> dict[str, int]:
@@ -62,13 +71,34 @@ def run_sql(engine: Engine, statement: str, **parameters: object) -> None:
         connection.execute(text(statement), parameters)
 
 
-@SQLITE_ONLY
-def test_the_triggers_are_there_at_head(engine: Engine) -> None:
+def triggers(engine: Engine) -> list[str]:
     with engine.connect() as connection:
         names = connection.execute(
             text("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
         )
-        assert [name for (name,) in names] == TRIGGERS
+        return [name for (name,) in names]
+
+
+@SQLITE_ONLY
+def test_only_the_update_and_device_removal_triggers_are_left_at_head(engine: Engine) -> None:
+    assert triggers(engine) == ["queue_counts_device_removed", "queue_counts_update"]
+
+
+def test_a_write_changes_the_counts_of_queues_below_and_over_the_cap_only() -> None:
+    before = [
+        ("new", None),
+        ("short", 5),
+        ("last_room", QUEUE_CAP - 1),
+        ("full", QUEUE_CAP),
+        ("over", QUEUE_CAP + 7),
+    ]
+    assert counts_after_write(before, pinned=False) == {
+        "new": 1,
+        "short": 6,
+        "last_room": QUEUE_CAP,
+        "over": QUEUE_CAP,
+    }
+    assert counts_after_write(before, pinned=True) == {"over": QUEUE_CAP}  # trimmed, not added to
 
 
 @SQLITE_ONLY
@@ -99,9 +129,39 @@ def test_the_count_stays_exact_through_writes_trims_sweeps_and_changes(
     assert_exact(core.engine, full, short)
     run_sql(core.engine, "DELETE FROM queued_envelopes WHERE tag IS NOT NULL")  # as a reminder's cancel
     assert_exact(core.engine, full, short)
-    run_sql(core.engine, "DELETE FROM queued_envelopes WHERE recipient_device_id = :device", device=short)
-    assert_exact(core.engine, full, short)
-    assert kept_counts(core.engine)[short] == 0
+
+
+@SQLITE_ONLY
+def test_the_counts_stay_exact_through_a_mixed_workload(
+    client: TestClient, core: Core, clock: ManualClock
+) -> None:
+    """Writes to some of a few devices (unpinned and pinned, short and long lives), groups in which
+    one write fails and is undone alone, sweeps, a device's removal: after every step each count is
+    its queue's number of unpinned entries. The cap is reached and passed on the way."""
+    phone = register_phone(client)
+    computers = [pair_computer(client, phone, name=f"laptop {n}") for n in range(3)]
+    devices = [str(phone.device_id)] + [str(computer.device_id) for computer in computers]
+    system, rng = Principal.system(), random.Random(20)
+    for step in range(3 * QUEUE_CAP):
+        recipients = rng.sample(devices, rng.randint(1, len(devices)))
+        blobs = dict.fromkeys(recipients, b"{}")
+        roll = rng.random()
+        if roll < 0.75:
+            tag = f"pin {step}" if rng.random() < 0.05 else None
+            core.run_sync(put, system, blobs=blobs, ttl_s=rng.choice([30, 3600]), tag=tag)
+        elif roll < 0.9:
+            writes = [(put, {"blobs": blobs}), (put_then_fail, {"blobs": blobs}), (put, {"blobs": blobs})]
+            first, failing, last = in_one_group(core, system, writes)
+            assert first.error is None and isinstance(failing.error, RelayError) and last.error is None
+        else:
+            clock.advance(rng.randint(1, 40))
+            core.run_sync(sweep_expired, system)
+        if step == 2 * QUEUE_CAP:
+            removed = computers.pop()
+            assert client.delete("/v1/devices/me", headers=removed.auth).status_code == 204
+            devices.remove(str(removed.device_id))
+        assert_exact(core.engine, *devices)
+    assert max(true_counts(core.engine).values()) == QUEUE_CAP
 
 
 @SQLITE_ONLY
@@ -117,12 +177,12 @@ def test_a_removed_device_takes_its_count_along(client: TestClient, core: Core) 
 
 
 def test_a_queue_further_over_its_cap_keeps_its_newest_entries(core: Core, database_url: str) -> None:
-    """A queue can hold more than the cap (entries written before a lower cap, or by hand): the next
-    write still keeps the newest unpinned ones, pinned or unpinned write alike, and the new one. SQLite,
-    told by its count, drops every older one; PostgreSQL drops as many entries past the cap as the
-    transaction wrote unpinned ones, found from the newest end (the unpinned write's one: the entry at
-    the cap; the pinned write's none), and leaves the excess to expire (docs/protocol.md: no write
-    scans from the oldest end)."""
+    """A queue can hold more than the cap (entries written before a lower cap): the next write still
+    keeps the newest unpinned ones, pinned or unpinned write alike, and the new one. SQLite, told by
+    its count, drops every older one; PostgreSQL drops as many entries past the cap as the
+    transaction wrote unpinned ones, found from the newest end (the unpinned write's one: the entry
+    at the cap; the pinned write's none), and leaves the excess to expire (docs/protocol.md: no
+    write scans from the oldest end)."""
     system = Principal.system()
     excess = 10
     for device in ("dev_over", "dev_pinned_write"):
@@ -134,6 +194,12 @@ def test_a_queue_further_over_its_cap_keeps_its_newest_entries(core: Core, datab
             device=device,
             last=QUEUE_CAP + excess - 1,
             blob=b"{}",
+        )
+    if database_url.startswith("sqlite"):  # counted, as the writer of those entries counted them
+        run_sql(
+            core.engine,
+            "INSERT INTO queue_counts VALUES ('dev_over', :n), ('dev_pinned_write', :n)",
+            n=QUEUE_CAP + excess,
         )
     before = {
         device: [seq for seq, _, _ in queue_entries(core.engine, device)]
@@ -156,11 +222,24 @@ def test_a_queue_further_over_its_cap_keeps_its_newest_entries(core: Core, datab
 
 
 @SQLITE_ONLY
-def test_the_migration_counts_the_queues_it_finds(core: Core) -> None:
+def test_the_migrations_count_the_queues_they_find(core: Core) -> None:
+    """0020 and its downgrade recount every queue (the downgrade's triggers then count on), and 0016
+    counts the queues it finds."""
     engine = core.engine
     core.run_sync(put, Principal.system(), blobs={"dev_a": b"{}", "dev_b": b"{}"})
     core.run_sync(put, Principal.system(), blobs={"dev_a": b"{}", "dev_b": b"{}"}, tag="pin")
     core.run_sync(put, Principal.system(), blobs={"dev_a": b"{}"})
+    run_sql(engine, "UPDATE queue_counts SET unpinned = 50")  # wrong, to be recounted
+    _downgrade(engine, "0019")
+    try:
+        assert kept_counts(engine) == {"dev_a": 2, "dev_b": 1}
+        assert "queue_counts_insert" in triggers(engine) and "queue_counts_delete" in triggers(engine)
+        run_sql(engine, "DELETE FROM queued_envelopes WHERE recipient_device_id = 'dev_b'")  # by trigger
+        assert kept_counts(engine) == {"dev_a": 2, "dev_b": 0}
+        run_sql(engine, "UPDATE queue_counts SET unpinned = 50")
+    finally:
+        migrate.upgrade(engine)
+    assert kept_counts(engine) == {"dev_a": 2}
     _downgrade(engine, "0015")
     try:
         with engine.connect() as connection:
@@ -170,11 +249,68 @@ def test_the_migration_counts_the_queues_it_finds(core: Core) -> None:
             assert tables.all() == []  # table and triggers gone
     finally:
         migrate.upgrade(engine)
-    assert kept_counts(engine) == {"dev_a": 2, "dev_b": 1}
+    assert kept_counts(engine) == {"dev_a": 2}
 
 
 def test_postgresql_keeps_no_counts(core: Core, database_url: str) -> None:
     """Both backends keep the cap (``test_queue_cap``); only SQLite counts in a table."""
     core.run_sync(put, Principal.system(), blobs={"dev_a": b"{}"})
+    core.run_sync(sweep_expired, Principal.system())
     expected = {"dev_a": 1} if database_url.startswith("sqlite") else {}
     assert kept_counts(core.engine) == expected
+
+
+# Every place in relaybox's code that inserts, deletes or updates queue entries, and how it keeps the
+# counts. A new one fails ``test_every_writer_of_the_queue_keeps_the_counts``: make it keep them
+# (``core.services.queue_counts``), then add it here.
+QUEUE_WRITERS = {
+    ("core/services/queue_statements.py", "DROP"): "counted by enqueue_all (counts_after_write)",
+    ("core/services/queue_statements.py", "TRIM"): "counted by enqueue_all (counts_after_write)",
+    ("core/services/queue_statements.py", "_entries_from"): "counted by enqueue_all (counts_after_write)",
+    ("core/services/queue_statements.py", "TRIM_OVER_CAP"): "PostgreSQL only: no counts",
+    ("core/services/queue_held.py", "_INSERT_HELD"): "PostgreSQL only: no counts",
+    ("core/services/maintenance.py", "sweep_expired"): "recount_expiring before the delete",
+    ("core/services/devices.py", "disconnect_device"): "the count's row goes with the device (trigger)",
+    ("core/services/reminders.py", "prepare_cancel"): "deletes a pinned entry (tag = its reminder's)",
+}
+_TABLE_NAMES = {"QueuedEnvelope", "_QUEUE"}
+_RAW_WRITE = re.compile(r"\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+queued_envelopes\b", re.IGNORECASE)
+
+
+def _writers_in(path: Path) -> set[str]:
+    """The top-level names (functions, assignments) in ``path`` whose code writes the queue: an
+    ``insert``/``delete``/``update`` of the queue's table, an entry constructed, or raw SQL."""
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        for inner in ast.walk(node):
+            writes = False
+            if isinstance(inner, ast.Call):
+                called = (
+                    inner.func.attr
+                    if isinstance(inner.func, ast.Attribute)
+                    else getattr(inner.func, "id", "")
+                )
+                first = ast.unparse(inner.args[0]) if inner.args else ""
+                writes = (
+                    called in {"insert", "delete", "update"} and first in _TABLE_NAMES
+                ) or called == "QueuedEnvelope"
+            elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                writes = bool(_RAW_WRITE.search(inner.value))
+            if writes:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    found.add(node.name)
+                elif isinstance(node, ast.Assign | ast.AnnAssign):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    found.update(ast.unparse(target) for target in targets)
+    return found
+
+
+def test_every_writer_of_the_queue_keeps_the_counts() -> None:
+    sources = [
+        path
+        for package in ("app", "client", "connector", "core", "oauth", "webapp")
+        for path in (REPOSITORY / package).rglob("*.py")
+        if "migrations" not in path.parts
+    ]
+    writers = {(str(path.relative_to(REPOSITORY)), name) for path in sources for name in _writers_in(path)}
+    assert writers == set(QUEUE_WRITERS)
