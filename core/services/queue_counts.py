@@ -2,9 +2,9 @@
 that write the queue, so that a write learns from one row whether it takes a queue over its cap.
 
 Migration 0016 kept the counts with triggers on every insert and delete of an entry; migration
-0020 dropped those two, which cost a quarter of a send's work per device (a full queue's write
-inserts one entry and deletes one, and each trigger ran as a sub-program of its own, moving the
-count up and down again). What moves a count now, and where:
+0020 dropped those two, which were a quarter of what each device added to a send (a full queue's
+write inserts one entry and deletes one, and each trigger ran as a sub-program of its own, moving
+the count up and down again). What moves a count now, and where:
 
 - a queue write (``core.services.queue``): ``counts_after_write`` from what ``BEFORE`` read, set
   by ``SET_COUNTS`` only where a count changes (a full queue's stays at the cap);

@@ -308,7 +308,7 @@ def _writers_in(path: Path) -> set[str]:
 def test_every_writer_of_the_queue_keeps_the_counts() -> None:
     sources = [
         path
-        for package in ("app", "client", "connector", "core", "oauth", "webapp")
+        for package in ("app", "client", "connector", "core", "demo", "oauth", "webapp")
         for path in (REPOSITORY / package).rglob("*.py")
         if "migrations" not in path.parts
     ]
