@@ -21,7 +21,7 @@ from core.runtime.core import Core
 from core.runtime.tx import Tx
 from core.services.maintenance import sweep_expired
 from core.services.queue import QUEUE_CAP, enqueue_all
-from core.services.queue_counts import counts_after_write
+from core.services.queue_counts import RECOUNT_EXPIRING, counts_after_write
 from core.store import migrate
 from tests.core.store.test_migrations import _downgrade
 from tests.core.test_queue_held import in_one_group
@@ -314,3 +314,19 @@ def test_every_writer_of_the_queue_keeps_the_counts() -> None:
     ]
     writers = {(str(path.relative_to(REPOSITORY)), name) for path in sources for name in _writers_in(path)}
     assert writers == set(QUEUE_WRITERS)
+
+
+@SQLITE_ONLY
+def test_the_sweeps_recount_seeks_only_the_counts_of_queues_with_expired_entries(engine: Engine) -> None:
+    """Driven by the expired entries (the expires index), each of their devices' counts found by its
+    key and recounted in the recipient index: no scan of every device's count."""
+    compiled = RECOUNT_EXPIRING.statement.compile(dialect=engine.dialect)
+    with engine.connect() as connection:
+        plan = connection.exec_driver_sql(
+            "EXPLAIN QUERY PLAN " + compiled.string, tuple(1 for _ in compiled.positiontup or ())
+        ).all()
+    details = [row[-1] for row in plan]
+    assert "SEARCH queue_counts USING PRIMARY KEY (device_id=?)" in details, details
+    assert not any(detail.startswith("SCAN") for detail in details), details
+    assert any("ix_queued_envelopes_expires_at" in detail for detail in details), details
+    assert any("ix_queued_envelopes_recipient_seq" in detail for detail in details), details
