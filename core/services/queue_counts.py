@@ -23,10 +23,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, Integer, String, bindparam, func, select, true, update
+from sqlalchemy import Connection, Integer, bindparam, func, select, true, update
 from sqlalchemy.dialects.sqlite import insert
 
-from core.services.queue_statements import QUEUE_CAP
+from core.services.queue_statements import QUEUE_CAP, json_rows
 from core.store.prepared import PreparedStatement
 from core.store.tables import QueueCount, QueuedEnvelope
 
@@ -34,7 +34,7 @@ _QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
 _COUNTS = QueueCount.__table__  # type: ignore[attr-defined]
 
 # The counts to set, a JSON object of device id to count: a device without a row gets one.
-_JSON_COUNTS = func.json_each(bindparam("counts", type_=String)).table_valued("key", "value")
+_JSON_COUNTS = json_rows("counts", "key", "value")
 _SET = insert(_COUNTS).from_select(
     ["device_id", "unpinned"], select(_JSON_COUNTS.c.key, _JSON_COUNTS.c.value).where(true())
 )  # the WHERE keeps SQLite from reading the upsert's ON as the SELECT's join

@@ -51,6 +51,13 @@ _SHARED_COLUMNS = ("sender", "type", "created_at", "expires_at", "tag")
 KEPT = {False: QUEUE_CAP - 1, True: QUEUE_CAP}
 
 
+def json_rows(name: str, *columns: str) -> Any:
+    """SQLite: a JSON parameter ``name`` read as rows (``json_each``), with these of its columns:
+    an array's ``value``, an object's ``key`` and ``value``. One parameter for any number of items,
+    and one compiled statement."""
+    return func.json_each(bindparam(name, type_=String)).table_valued(*columns)
+
+
 def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
     """SQLite: the recipient's newest entry before this write: its streams know whether they missed any."""
     return select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == recipient).scalar_subquery()
@@ -97,7 +104,7 @@ def _last_seq() -> ColumnElement[int]:
 # recipient its newest seq, its first dropped one, its count (``QueueCount``; NULL: no row yet),
 # and the last seq handed out (the same on every row, read once), from which the insert numbers
 # its entries itself.
-_JSON_RECIPIENTS = func.json_each(bindparam("recipients", type_=String)).table_valued("value")
+_JSON_RECIPIENTS = json_rows("recipients", "value")
 _COUNTED = _JSON_RECIPIENTS.outerjoin(_COUNTS, _COUNTS.c.device_id == _JSON_RECIPIENTS.c.value)
 _SEQUENCE = table("sqlite_sequence", column("name", String), column("seq", Integer))
 BEFORE = {
@@ -116,9 +123,9 @@ BEFORE = {
 # loses that entry, found by its seq (``DROP``: a JSON array of them); any other (a cap lowered)
 # by ``TRIM``, whose JSON object maps each recipient to its first dropped seq: it and its
 # recipient's older unpinned entries go.
-_JSON_SEQS = func.json_each(bindparam("seqs", type_=String)).table_valued("value")
+_JSON_SEQS = json_rows("seqs", "value")
 DROP = PreparedStatement(delete(_QUEUE).where(_QUEUE.c.seq.in_(select(_JSON_SEQS.c.value))))
-_JSON_CUTOFFS = func.json_each(bindparam("cutoffs", type_=String)).table_valued("key", "value")
+_JSON_CUTOFFS = json_rows("cutoffs", "key", "value")
 TRIM = PreparedStatement(
     delete(_QUEUE).where(
         _QUEUE.c.seq.in_(_unpinned(_JSON_CUTOFFS.c.key).where(_OLDER.c.seq <= _JSON_CUTOFFS.c.value))
