@@ -107,6 +107,13 @@ def both(pair: Pair, n: int) -> dict[str, bytes]:
     return {phone: b"phone %d" % n, computer: b"computer %d" % n}
 
 
+def between_two_puts(core: Core, pair: Pair, middle: Any) -> list[Write]:
+    """One group of three writes for the pair's account: ``put_all`` of ``both(pair, 0)``,
+    ``middle`` given ``both(pair, 1)``, ``put_all`` of ``both(pair, 2)``."""
+    writes = [(put_all, both(pair, 0)), (middle, both(pair, 1)), (put_all, both(pair, 2))]
+    return in_one_group(core, pair.phone, [(op, {"blobs": blobs}) for op, blobs in writes])
+
+
 async def test_a_groups_writes_take_reserved_seqs_and_go_in_one_insert_with_the_commit(
     running: Core, statements: list[tuple[str, Any]]
 ) -> None:
@@ -146,15 +153,7 @@ async def test_a_statement_sends_the_held_entries_first_and_the_writes_after_it_
     pair = await paired(running)
     del statements[:]
 
-    first, counting, last = in_one_group(
-        running,
-        pair.phone,
-        [
-            (put_all, {"blobs": both(pair, 0)}),
-            (count_then_put, {"blobs": both(pair, 1)}),
-            (put_all, {"blobs": both(pair, 2)}),
-        ],
-    )
+    first, counting, last = between_two_puts(running, pair, count_then_put)
 
     counted = kinds(statements)
     assert counted[:3] == ["lock", "reserve", "insert held"] and counted[3].startswith("SELECT count")
@@ -179,15 +178,7 @@ def put_then_fail(tx: Tx, principal: Principal, *, blobs: dict[str, bytes]) -> N
 async def test_a_write_that_fails_after_holding_its_entries_is_undone_alone(running: Core) -> None:
     pair = await paired(running)
 
-    first, failing, last = in_one_group(
-        running,
-        pair.phone,
-        [
-            (put_all, {"blobs": both(pair, 0)}),
-            (put_then_fail, {"blobs": both(pair, 1)}),
-            (put_all, {"blobs": both(pair, 2)}),
-        ],
-    )
+    first, failing, last = between_two_puts(running, pair, put_then_fail)
 
     assert isinstance(failing.error, RelayError) and first.error is None and last.error is None
     for index, device_id in enumerate(both(pair, 0)):

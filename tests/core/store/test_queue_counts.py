@@ -24,7 +24,7 @@ from core.services.queue import QUEUE_CAP, enqueue_all
 from core.services.queue_counts import RECOUNT_EXPIRING, counts_after_write
 from core.store import migrate
 from tests.core.store.test_migrations import _downgrade
-from tests.core.test_queue_held import in_one_group
+from tests.core.test_queue_held import in_one_group, put_then_fail
 from tests.helpers import pair_computer, queue_entries, register_phone
 
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the counts
@@ -35,11 +35,6 @@ def put(
     tx: Tx, _principal: Principal, *, blobs: dict[str, bytes], ttl_s: int = 3600, tag: str | None = None
 ) -> None:
     enqueue_all(tx, blobs, sender="server", type="push", ttl_s=ttl_s, tag=tag)
-
-
-def put_then_fail(tx: Tx, principal: Principal, *, blobs: dict[str, bytes]) -> None:
-    put(tx, principal, blobs=blobs)
-    raise RelayError("not_found")
 
 
 def kept_counts(engine: Engine) -> dict[str, int]:
