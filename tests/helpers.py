@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from sqlalchemy import Engine, MetaData, select
@@ -11,7 +13,9 @@ from sqlmodel import Session, col
 from sqlmodel import select as select_rows
 from starlette.testclient import TestClient
 
+from core.domain.envelope import open_envelope
 from core.domain.keys import generate_keypair
+from core.runtime.core import Core
 from core.store.tables import QueuedEnvelope
 
 # Starlette's TestClient (in process) or an httpx client of a live server.
@@ -109,12 +113,21 @@ def _holds(value: object, marker: str) -> bool:
     return marker in str(value)
 
 
+def queued_rows(engine: Engine, device_id: str, type: str | None = None) -> list[QueuedEnvelope]:
+    """A device's queue entries as stored, oldest first; only those of ``type`` when given."""
+    query = select_rows(QueuedEnvelope).where(col(QueuedEnvelope.recipient_device_id) == device_id)
+    if type is not None:
+        query = query.where(col(QueuedEnvelope.type) == type)
+    with Session(engine) as session:
+        return list(session.exec(query.order_by(col(QueuedEnvelope.seq))).all())
+
+
 def queue_entries(engine: Engine, device_id: str) -> list[tuple[int, bytes, str | None]]:
     """A device's queue as stored, oldest first: (seq, blob, tag) of each entry."""
-    with Session(engine) as session:
-        rows = session.exec(
-            select_rows(QueuedEnvelope)
-            .where(col(QueuedEnvelope.recipient_device_id) == device_id)
-            .order_by(col(QueuedEnvelope.seq))
-        ).all()
-        return [(row.seq or 0, row.blob, row.tag) for row in rows]
+    return [(row.seq or 0, row.blob, row.tag) for row in queued_rows(engine, device_id)]
+
+
+def queued_payloads(core: Core, device: FakeDevice, type: str = "notification") -> list[dict[str, Any]]:
+    """The payloads of ``type`` the server queued for ``device``, opened with its key, oldest first."""
+    rows = queued_rows(core.engine, device.device_id, type)
+    return [json.loads(open_envelope(row.blob, device.secret_key, core.keys.public_key)) for row in rows]

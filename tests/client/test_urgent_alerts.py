@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlmodel import Session, col, select
 
 from client import phone
 from client.dispatch import default_dispatcher
@@ -28,7 +27,7 @@ from client.urgent import KeptAlerts, PhoneUrgent, parse_alert
 from core.clock import SystemClock
 from core.domain.envelope import open_envelope
 from core.runtime.core import Core
-from core.store.tables import QueuedEnvelope
+from tests.helpers import queued_rows
 
 WAIT_S = 10.0
 
@@ -59,13 +58,7 @@ def eventually(check: Callable[[], Any]) -> Any:
 
 def notification_of(core: Core, device_id: str, secret_key: bytes) -> Received:
     """The phone's queued notification, opened with its key, as ``phone run`` receives it."""
-    with Session(core.engine) as session:
-        row = session.exec(
-            select(QueuedEnvelope).where(
-                col(QueuedEnvelope.recipient_device_id) == device_id,
-                col(QueuedEnvelope.type) == "notification",
-            )
-        ).one()
+    [row] = queued_rows(core.engine, device_id, "notification")
     payload = json.loads(open_envelope(row.blob, secret_key, core.keys.public_key))
     return Received(int(row.seq or 0), "envelope", "server", "server", "notification", payload)
 

@@ -4,21 +4,15 @@ opens, and refusals with the same codes as POST /v1/send and DELETE /v1/notifica
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 from mcp import Client
-from sqlmodel import Session, col, select
 
 from connector.mcp_server import build_mcp
 from connector.tools import TOOL_SCOPES
-from core.domain.envelope import open_envelope
 from core.principal import SCOPE_NOTIFICATIONS_SEND
 from core.runtime.core import Core
-from core.store.tables import QueuedEnvelope
 from tests.connector.mcp_calls import grant, structured, tool_error
-from tests.helpers import FakeDevice
+from tests.helpers import FakeDevice, queued_payloads
 
 pytestmark = pytest.mark.anyio
 HOOK = "https://hooks.example/retry"
@@ -27,18 +21,6 @@ HOOK = "https://hooks.example/retry"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def queued(core: Core, phone: FakeDevice, kind: str) -> list[dict[str, Any]]:
-    with Session(core.engine) as session:
-        rows = session.exec(
-            select(QueuedEnvelope)
-            .where(
-                col(QueuedEnvelope.recipient_device_id) == phone.device_id, col(QueuedEnvelope.type) == kind
-            )
-            .order_by(col(QueuedEnvelope.seq))
-        ).all()
-    return [json.loads(open_envelope(row.blob, phone.secret_key, core.keys.public_key)) for row in rows]
 
 
 async def test_the_tools_offer_the_fields_and_say_when_to_use_them(assistant: Client) -> None:
@@ -86,7 +68,7 @@ async def test_a_progressing_notification_then_its_clear(
         },
     )
     assert first["sequence_id"] == done["sequence_id"] == "deploy-7" and first["id"] != done["id"]
-    progress, result = queued(core, phone, "notification")
+    progress, result = queued_payloads(core, phone, "notification")
     assert (progress["sequence_id"], progress["markdown"]) == ("deploy-7", True)
     assert result["sequence_id"] == "deploy-7" and "markdown" not in result
     assert (result["url_title"], result["icon"]) == ("Run 7", "https://ci.example/icon.png")
@@ -101,7 +83,7 @@ async def test_a_progressing_notification_then_its_clear(
         "delivered_to": [{"device_id": phone.device_id, "type": "phone"}],
         "warnings": [],
     }
-    [clear] = queued(core, phone, "notification_clear")
+    [clear] = queued_payloads(core, phone, "notification_clear")
     assert (clear["type"], clear["sequence_id"]) == ("notification_clear", "deploy-7")
 
 
@@ -111,7 +93,7 @@ async def test_without_a_sequence_id_the_result_names_the_notifications_id(
     sent = await structured(assistant, "send_notification", {"message": "backup done"})
     assert sent["sequence_id"] == sent["id"]
     await structured(assistant, "clear_notification", {"sequence_id": sent["sequence_id"]})
-    assert queued(core, phone, "notification_clear")[0]["sequence_id"] == sent["id"]
+    assert queued_payloads(core, phone, "notification_clear")[0]["sequence_id"] == sent["id"]
 
 
 async def test_refusals_carry_the_rest_codes(assistant: Client) -> None:

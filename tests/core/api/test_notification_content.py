@@ -4,17 +4,13 @@ the fields in their documented order."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
 import pytest
-from sqlmodel import Session, col, select
 
-from core.domain.envelope import open_envelope
 from core.runtime.core import Core
-from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, error_code, pair_computer
+from tests.helpers import FakeDevice, error_code, pair_computer, queued_payloads
 
 HOOK = "https://hooks.example/deploy"
 
@@ -25,32 +21,19 @@ def send(http: httpx.Client, caller: dict[str, str], **fields: Any) -> dict[str,
     return dict(sent.json())
 
 
-def received(core: Core, device: FakeDevice, kind: str = "notification") -> list[dict[str, Any]]:
-    """The payloads of ``kind`` queued for ``device``, opened with its key, oldest first."""
-    with Session(core.engine) as session:
-        rows = session.exec(
-            select(QueuedEnvelope)
-            .where(
-                col(QueuedEnvelope.recipient_device_id) == device.device_id, col(QueuedEnvelope.type) == kind
-            )
-            .order_by(col(QueuedEnvelope.seq))
-        ).all()
-    return [json.loads(open_envelope(row.blob, device.secret_key, core.keys.public_key)) for row in rows]
-
-
 def test_the_answer_names_the_sequence_the_given_one_or_the_id(
     http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
 ) -> None:
     plain = send(http, caller)
     assert plain["sequence_id"] == plain["id"]
-    assert "sequence_id" not in received(core, phone)[-1]  # the phone keys it by its id
+    assert "sequence_id" not in queued_payloads(core, phone)[-1]  # the phone keys it by its id
 
     first = send(http, caller, sequence_id="deploy-42", message="1/3 building")
     second = send(http, caller, sequence_id="deploy-42", message="2/3 testing")
     assert first["sequence_id"] == second["sequence_id"] == "deploy-42" and first["id"] != second["id"]
     by_id = send(http, caller, sequence_id=plain["id"], message="replaces the plain one")
     assert by_id["sequence_id"] == plain["id"]
-    assert [p.get("sequence_id") for p in received(core, phone)] == [
+    assert [p.get("sequence_id") for p in queued_payloads(core, phone)] == [
         None,
         "deploy-42",
         "deploy-42",
@@ -73,7 +56,7 @@ def test_every_spelling_of_a_send_takes_a_sequence_id(
         "a~b_c-1",
     ]
     assert empty_form.json()["sequence_id"] == empty_form.json()["id"]  # an empty form field is absent
-    assert [p.get("sequence_id") for p in received(core, phone)] == [
+    assert [p.get("sequence_id") for p in queued_payloads(core, phone)] == [
         "backup.nightly",
         "backup.nightly",
         "a~b_c-1",
@@ -118,7 +101,7 @@ def test_the_payload_carries_every_field_in_its_documented_order(
         markdown=True,
     )
     for device in (phone, computer):
-        [payload] = received(core, device)
+        [payload] = queued_payloads(core, device)
         assert list(payload) == [
             "type",
             "id",
@@ -146,7 +129,7 @@ def test_an_http_action_without_a_method_is_a_post(
     http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
 ) -> None:
     send(http, caller, actions=[{"action": "http", "label": "Ack", "url": HOOK}])
-    assert received(core, phone)[0]["actions"] == [
+    assert queued_payloads(core, phone)[0]["actions"] == [
         {"action": "http", "label": "Ack", "url": HOOK, "method": "POST"}
     ]
 
@@ -185,7 +168,7 @@ def test_an_http_action_body_may_be_512_bytes_and_no_more(
 ) -> None:
     fits = [{"action": "http", "label": "a", "url": HOOK, "body": "é" * 256}]
     send(http, caller, actions=fits)
-    assert received(core, phone)[0]["actions"][0]["body"] == "é" * 256
+    assert queued_payloads(core, phone)[0]["actions"][0]["body"] == "é" * 256
     over = [{"action": "http", "label": "a", "url": HOOK, "body": "é" * 256 + "x"}]
     refused = http.post("/v1/send", json={"message": "m", "actions": over}, headers=caller)
     assert refused.status_code == 400 and refused.json()["error"]["details"] == {"bytes": 513, "max": 512}
@@ -196,6 +179,6 @@ def test_a_refused_send_charges_nothing_and_sends_nothing(
 ) -> None:
     refused = http.post("/v1/send", json={"message": "m", "sequence_id": "no spaces"}, headers=caller)
     assert refused.status_code == 400
-    assert received(core, phone) == []
+    assert queued_payloads(core, phone) == []
     ok = http.post("/v1/send", json={"message": "m"}, headers=caller)
     assert int(ok.headers["x-ratelimit-remaining"]) == int(ok.headers["x-ratelimit-limit"]) - 1

@@ -5,20 +5,23 @@ parked as one ciphertext whose key only the notified devices hold."""
 from __future__ import annotations
 
 import base64
-import json
 import os
 from typing import Any
 
 import pytest
-from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
 from core.domain.attachments import open_attachment
-from core.domain.envelope import open_envelope
 from core.runtime.core import Core
 from core.services.attachments import MAX_BYTES
-from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, create_token, pair_computer, register_phone, tables_containing
+from tests.helpers import (
+    FakeDevice,
+    create_token,
+    pair_computer,
+    queued_payloads,
+    register_phone,
+    tables_containing,
+)
 
 IMAGE = b"\x89PNG\r\n\x1a\n" + os.urandom(3000)
 
@@ -30,17 +33,6 @@ def account(client: TestClient) -> tuple[FakeDevice, FakeDevice, str]:
     return phone, computer, str(create_token(client, phone)["token"])
 
 
-def notifications(core: Core, device: FakeDevice) -> list[dict[str, Any]]:
-    with Session(core.engine) as session:
-        rows = session.exec(
-            select(QueuedEnvelope)
-            .where(col(QueuedEnvelope.recipient_device_id) == device.device_id)
-            .where(col(QueuedEnvelope.type) == "notification")
-            .order_by(col(QueuedEnvelope.seq))
-        ).all()
-    return [json.loads(open_envelope(row.blob, device.secret_key, core.keys.public_key)) for row in rows]
-
-
 @pytest.mark.parametrize("device", ["ALL_DEVICES", "all_devices", "", "Pixel,ALL_DEVICES", None])
 def test_pushovers_every_device_forms_reach_every_device(
     client: TestClient, core: Core, account: tuple[FakeDevice, FakeDevice, str], device: str | None
@@ -50,8 +42,8 @@ def test_pushovers_every_device_forms_reach_every_device(
         {"device": device} if device is not None else {}
     )
     assert client.post("/v1/messages.json", data=form).json()["status"] == 1
-    assert [n["message"] for n in notifications(core, phone)] == ["to all"]
-    assert [n["message"] for n in notifications(core, computer)] == ["to all"]
+    assert [n["message"] for n in queued_payloads(core, phone)] == ["to all"]
+    assert [n["message"] for n in queued_payloads(core, computer)] == ["to all"]
 
 
 def test_a_named_device_gets_it_alone_and_an_unknown_name_is_status_0(
@@ -65,12 +57,12 @@ def test_a_named_device_gets_it_alone_and_an_unknown_name_is_status_0(
     unknown = client.post("/v1/messages.json", data={"token": token, "message": "lost?", "device": "fridge"})
     assert unknown.status_code == 400
     assert (unknown.json()["status"], unknown.json()["errors"]) == (0, ["no_matching_device"])
-    assert notifications(core, phone) == []
-    assert [n["message"] for n in notifications(core, computer)] == ["laptop only"]
+    assert queued_payloads(core, phone) == []
+    assert [n["message"] for n in queued_payloads(core, computer)] == ["laptop only"]
 
 
 def opened_attachment(client: TestClient, core: Core, device: FakeDevice) -> tuple[dict[str, Any], bytes]:
-    (note,) = notifications(core, device)
+    (note,) = queued_payloads(core, device)
     reference = note["attachment"]
     pulled = client.get(f"/v1/attachments/{reference['id']}", headers=device.auth)
     assert pulled.status_code == 200 and pulled.headers["content-type"] == "application/octet-stream"
@@ -125,7 +117,7 @@ def test_only_the_accounts_devices_can_pull_it(
         data={"token": token, "message": "m", "device": "Pixel"},
         files={"attachment": ("a.png", IMAGE, "image/png")},
     )
-    (note,) = notifications(core, phone)
+    (note,) = queued_payloads(core, phone)
     stranger = register_phone(client, name="Other")
     assert client.get(f"/v1/attachments/{note['attachment']['id']}", headers=stranger.auth).status_code == 404
     assert client.get(f"/v1/attachments/{note['attachment']['id']}").status_code == 401
@@ -157,7 +149,7 @@ def test_a_bad_attachment_is_status_0_and_nothing_is_sent(
     )
     assert response.status_code == status
     assert (response.json()["status"], response.json()["errors"]) == (0, [code])
-    assert notifications(core, phone) == []
+    assert queued_payloads(core, phone) == []
 
 
 def test_parked_attachments_are_bounded_per_account(
@@ -173,4 +165,4 @@ def test_parked_attachments_are_bounded_per_account(
         )
         assert response.json()["status"] == expected
     assert response.json()["errors"] == ["storage_quota_exceeded"]
-    assert len(notifications(core, phone)) == 1
+    assert len(queued_payloads(core, phone)) == 1

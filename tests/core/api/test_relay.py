@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
@@ -14,7 +14,7 @@ from core.principal import Principal
 from core.runtime.core import Core
 from core.services.relay import read_queue
 from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, error_code, pair_computer, register_phone
+from tests.helpers import FakeDevice, error_code, pair_computer, queued_rows, register_phone
 
 
 def envelope(sender: FakeDevice, recipient: FakeDevice, text: bytes = b'{"type":"clipboard"}') -> str:
@@ -26,17 +26,6 @@ def post(client: TestClient, sender: FakeDevice, recipient: FakeDevice, **fields
     return client.post("/v1/envelopes", json=body, headers=sender.auth)
 
 
-def queued(core: Core, device: FakeDevice) -> list[QueuedEnvelope]:
-    with Session(core.engine) as session:
-        return list(
-            session.exec(
-                select(QueuedEnvelope)
-                .where(col(QueuedEnvelope.recipient_device_id) == device.device_id)
-                .order_by(col(QueuedEnvelope.seq))
-            ).all()
-        )
-
-
 def test_a_paired_device_relays_an_envelope_into_the_recipients_queue(client: TestClient, core: Core) -> None:
     phone = register_phone(client)
     computer = pair_computer(client, phone)
@@ -44,7 +33,7 @@ def test_a_paired_device_relays_an_envelope_into_the_recipients_queue(client: Te
     assert response.status_code == 202  # type: ignore[attr-defined]
     body = response.json()  # type: ignore[attr-defined]
     assert body["msg_id"].startswith("msg_")
-    [row] = queued(core, computer)
+    [row] = queued_rows(core.engine, computer.device_id)
     assert (row.seq, row.sender, row.type) == (body["seq"], phone.device_id, "clipboard")
 
 
@@ -52,7 +41,7 @@ def test_the_computer_can_relay_to_the_phone(client: TestClient, core: Core) -> 
     phone = register_phone(client)
     computer = pair_computer(client, phone)
     assert post(client, computer, phone, type="reply").status_code == 202  # type: ignore[attr-defined]
-    assert [row.type for row in queued(core, phone)] == ["reply"]
+    assert [row.type for row in queued_rows(core.engine, phone.device_id)] == ["reply"]
 
 
 @pytest.mark.parametrize(
@@ -71,7 +60,7 @@ def test_a_blob_that_is_not_an_envelope_is_refused(
     computer = pair_computer(client, phone)
     response = post(client, phone, computer, blob=blob)
     assert error_code(response) == code
-    assert queued(core, computer) == []
+    assert queued_rows(core.engine, computer.device_id) == []
 
 
 def test_an_unpaired_foreign_or_unknown_recipient_is_404(client: TestClient) -> None:
@@ -105,7 +94,7 @@ def test_the_queue_keeps_the_newest_200(client: TestClient, core: Core) -> None:
     phone = register_phone(client)
     computer = pair_computer(client, phone)
     seqs = [post(client, phone, computer).json()["seq"] for _ in range(205)]  # type: ignore[attr-defined]
-    assert [row.seq for row in queued(core, computer)] == seqs[-200:]
+    assert [row.seq for row in queued_rows(core.engine, computer.device_id)] == seqs[-200:]
 
 
 def test_a_deleted_newest_entry_never_gives_its_seq_to_the_next_one(client: TestClient, core: Core) -> None:

@@ -6,13 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
-from core.domain.envelope import open_envelope
 from core.runtime.core import Core
 from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, create_token, error_code, pair_computer, register_phone
+from tests.helpers import FakeDevice, create_token, error_code, pair_computer, queued_payloads, register_phone
 
 
 @pytest.fixture
@@ -25,19 +24,6 @@ def account(client: TestClient) -> tuple[FakeDevice, FakeDevice, str]:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def queued_payloads(core: Core, device: FakeDevice) -> list[dict[str, Any]]:
-    with Session(core.engine) as session:
-        rows = session.exec(
-            select(QueuedEnvelope)
-            .where(
-                col(QueuedEnvelope.recipient_device_id) == device.device_id,
-                col(QueuedEnvelope.type) == "notification",
-            )
-            .order_by(col(QueuedEnvelope.seq))
-        ).all()
-    return [json.loads(open_envelope(row.blob, device.secret_key, core.keys.public_key)) for row in rows]
 
 
 def test_a_plain_text_body_is_the_message_and_reaches_every_device(

@@ -5,7 +5,6 @@ one does; the database never holds it in plaintext and nothing logs it; every re
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import threading
 from pathlib import Path
@@ -13,17 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlmodel import Session, col, select
 
 from core.domain.canonical import canonical_json
-from core.domain.envelope import PairBox, open_envelope
+from core.domain.envelope import PairBox
 from core.domain.typed_reply import seal_typed_reply
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
 from core.services.interactions import take_interaction_text
-from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, create_token, error_code, tables_containing
+from tests.helpers import FakeDevice, create_token, error_code, queued_payloads, tables_containing
 
 MARKER = "TYPED-REPLY-MARKER-7f3a"
 
@@ -49,23 +46,11 @@ def poll(http: httpx.Client, caller: dict[str, str], interaction_id: str, wait: 
     return dict(polled.json())
 
 
-def prompts(core: Core, phone: FakeDevice) -> list[dict[str, Any]]:
-    """The interaction_request payloads queued for the phone, opened with its key."""
-    with Session(core.engine) as session:
-        rows = session.exec(
-            select(QueuedEnvelope).where(
-                col(QueuedEnvelope.recipient_device_id) == phone.device_id,
-                col(QueuedEnvelope.type) == "interaction_request",
-            )
-        ).all()
-    return [json.loads(open_envelope(row.blob, phone.secret_key, core.keys.public_key)) for row in rows]
-
-
 def test_a_denial_with_a_reason_reaches_the_first_read_only(
     http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
 ) -> None:
     created = ask(http, caller, allow_text=True)
-    assert prompts(core, phone)[0] == {
+    assert queued_payloads(core, phone, "interaction_request")[0] == {
         "type": "interaction_request",
         "id": created["id"],
         "question": "Deploy?",
@@ -92,7 +77,10 @@ def test_a_typed_reply_alone_wakes_the_long_poll(
     http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
 ) -> None:
     created = ask(http, caller, question="Which branch?", choices=[], allow_text=True, text_max_chars=60)
-    assert prompts(core, phone)[0]["choices"] == [] and prompts(core, phone)[0]["text_max_chars"] == 60
+    assert (
+        queued_payloads(core, phone, "interaction_request")[0]["choices"] == []
+        and queued_payloads(core, phone, "interaction_request")[0]["text_max_chars"] == 60
+    )
     polled: list[dict[str, Any]] = []
     waiter = threading.Thread(target=lambda: polled.append(poll(http, caller, created["id"], wait=20)))
     waiter.start()
@@ -111,7 +99,7 @@ def test_a_question_without_text_reads_as_before(
     http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
 ) -> None:
     created = ask(http, caller, choices=["Yes", "No"])
-    assert "text_max_chars" not in prompts(core, phone)[0]
+    assert "text_max_chars" not in queued_payloads(core, phone, "interaction_request")[0]
     assert answer(http, phone, created["id"], choice_index=0).status_code == 200
     polled = poll(http, caller, created["id"])
     assert "text" not in polled and "text_already_read" not in polled

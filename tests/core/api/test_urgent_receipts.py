@@ -4,21 +4,17 @@ by the core's clock, swept), the ``urgent_stop`` each recipient gets, and who ma
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
 import httpx
 import pytest
-from sqlmodel import Session, col, select
 
 from core.clock import ManualClock
-from core.domain.envelope import open_envelope
 from core.principal import Principal
 from core.runtime.core import Core
 from core.services.maintenance import sweep_expired
-from core.store.tables import QueuedEnvelope
-from tests.helpers import FakeDevice, create_token, error_code, pair_computer, register_phone
+from tests.helpers import FakeDevice, create_token, error_code, pair_computer, queued_payloads, register_phone
 
 URGENT = {"message": "prod is down", "title": "PagerDuty", "priority": "urgent"}
 
@@ -37,17 +33,6 @@ def receipt(http: httpx.Client, caller: dict[str, str], receipt_id: str, wait: i
 
 def acknowledge(http: httpx.Client, device: FakeDevice, receipt_id: str) -> httpx.Response:
     return http.post(f"/v1/receipts/{receipt_id}/acknowledge", headers=device.auth)
-
-
-def queued(core: Core, device: FakeDevice, kind: str) -> list[dict[str, Any]]:
-    """The payloads of type ``kind`` queued for ``device``, opened with its key."""
-    with Session(core.engine) as session:
-        rows = session.exec(
-            select(QueuedEnvelope).where(
-                col(QueuedEnvelope.recipient_device_id) == device.device_id, col(QueuedEnvelope.type) == kind
-            )
-        ).all()
-    return [json.loads(open_envelope(row.blob, device.secret_key, core.keys.public_key)) for row in rows]
 
 
 @pytest.mark.parametrize(
@@ -75,7 +60,7 @@ def test_repeat_and_expire_are_refused_with_their_codes(
 ) -> None:
     refused = http.post("/v1/send", json=URGENT | fields, headers=caller)
     assert (refused.status_code, error_code(refused)) == (400, code), refused.text
-    assert queued(core, phone, "notification") == []  # nothing was sent
+    assert queued_payloads(core, phone, "notification") == []  # nothing was sent
     if code == "invalid_repeat":
         assert refused.json()["error"]["details"] == {"min": 30, "max": 3600}
 
@@ -85,7 +70,7 @@ def test_an_urgent_send_without_repeat_is_as_before(
 ) -> None:
     sent = send(http, caller)
     assert "receipt" not in sent
-    [payload] = queued(core, phone, "notification")
+    [payload] = queued_payloads(core, phone, "notification")
     assert payload["priority"] == "urgent" and not {"receipt", "repeat", "expire_at"} & set(payload)
 
 
@@ -110,7 +95,7 @@ def test_the_phone_acknowledges_and_the_long_poll_hears_it(
     sent = send(http, caller, repeat=60, expire=600)
     receipt_id = sent["receipt"]
     assert receipt_id.startswith("rcp_") and len(receipt_id) == 36
-    [payload] = queued(core, phone, "notification")
+    [payload] = queued_payloads(core, phone, "notification")
     assert (payload["receipt"], payload["repeat"]) == (receipt_id, 60)
     pending = receipt(http, caller, receipt_id)
     assert pending == {
@@ -137,8 +122,8 @@ def test_the_phone_acknowledges_and_the_long_poll_hears_it(
     cancelled = http.post(f"/v1/receipts/{receipt_id}/cancel", headers=caller).json()
     assert cancelled["status"] == "acknowledged" and "cancelled_at" not in cancelled
     stop = {"type": "urgent_stop", "receipt": receipt_id, "reason": "acknowledged"}
-    assert queued(core, phone, "urgent_stop") == [stop]  # the same phone may run twice
-    assert queued(core, laptop, "urgent_stop") == [stop]
+    assert queued_payloads(core, phone, "urgent_stop") == [stop]  # the same phone may run twice
+    assert queued_payloads(core, laptop, "urgent_stop") == [stop]
 
 
 def test_the_sender_cancels_and_every_device_is_told(
@@ -151,7 +136,9 @@ def test_the_sender_cancels_and_every_device_is_told(
     again = http.post(f"/v1/receipts/{receipt_id}/cancel", headers=caller).json()
     assert again == cancelled.json()  # idempotent
     stop = {"type": "urgent_stop", "receipt": receipt_id, "reason": "cancelled"}
-    assert queued(core, phone, "urgent_stop") == [stop] and queued(core, laptop, "urgent_stop") == [stop]
+    assert queued_payloads(core, phone, "urgent_stop") == [stop] and queued_payloads(
+        core, laptop, "urgent_stop"
+    ) == [stop]
     late = acknowledge(http, phone, receipt_id).json()
     assert late["status"] == "cancelled" and "acknowledged_at" not in late
     assert (
@@ -170,7 +157,7 @@ def test_a_receipt_expires_by_the_clock_and_is_swept_a_day_later(
     assert receipt(http, caller, receipt_id)["status"] == "expired"
     assert receipt(http, caller, receipt_id, wait=5)["status"] == "expired"  # no wait once settled
     late = acknowledge(http, phone, receipt_id).json()
-    assert late["status"] == "expired" and queued(core, phone, "urgent_stop") == []
+    assert late["status"] == "expired" and queued_payloads(core, phone, "urgent_stop") == []
     clock.advance(86_399)
     assert core.run_sync(sweep_expired, Principal.system()).removed["receipts"] == 0
     clock.advance(1)
