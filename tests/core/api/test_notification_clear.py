@@ -17,10 +17,10 @@ from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.runtime.core import Core
 from core.settings import Settings
-from tests.core.api.test_notification_content import received, send
+from tests.core.api.test_notification_content import send
 from tests.core.test_push_delivery import eventually
 from tests.fakes.webpush_server import FakeWebPushService
-from tests.helpers import FakeDevice, create_token, error_code, pair_computer, register_phone
+from tests.helpers import FakeDevice, create_token, error_code, pair_computer, queued_payloads, register_phone
 from tests.live import serve_in_thread
 
 
@@ -54,7 +54,7 @@ def test_a_clear_reaches_every_device_sealed_in_its_documented_shape(
         "warnings": [],
     }
     for device in (phone, computer):
-        [payload] = received(core, device, "notification_clear")
+        [payload] = queued_payloads(core, device, "notification_clear")
         assert list(payload) == ["type", "sequence_id", "at"]
         assert payload["type"] == "notification_clear" and payload["sequence_id"] == "deploy-42"
         assert payload["at"] == int(clock.now())
@@ -67,7 +67,7 @@ def test_a_message_id_clears_like_a_sequence_and_an_unknown_one_is_harmless(
     assert clear(http, caller, sent["sequence_id"]).json()["sequence_id"] == sent["id"]
     never_sent = clear(http, caller, "never.sent~1")
     assert never_sent.status_code == 200 and never_sent.json()["sequence_id"] == "never.sent~1"
-    assert [p["sequence_id"] for p in received(core, phone, "notification_clear")] == [
+    assert [p["sequence_id"] for p in queued_payloads(core, phone, "notification_clear")] == [
         sent["id"],
         "never.sent~1",
     ]
@@ -80,7 +80,7 @@ def test_the_device_selector_works_as_a_sends(
     only_laptop = clear(http, caller, "s1", device="laptop,fridge")
     assert only_laptop.json()["delivered_to"] == [{"device_id": computer.device_id, "type": "cli"}]
     assert only_laptop.json()["warnings"] == ["device: nothing matches 'fridge'"]
-    assert received(core, phone, "notification_clear") == []
+    assert queued_payloads(core, phone, "notification_clear") == []
     nothing = clear(http, caller, "s1", device="fridge")
     assert nothing.status_code == 400 and error_code(nothing) == "no_matching_device"
     malformed = clear(http, caller, "s1", device=",".join(f"d{n}" for n in range(21)))
@@ -149,7 +149,7 @@ def test_a_browser_phone_is_pushed_the_notification_but_finds_the_clear_in_its_q
     [pushed] = eventually(lambda: push_service.received)
     assert pushed.json()["type"] == "notification"
     assert clear(http, caller, "deploy-42").status_code == 200
-    [queued] = received(core, phone, "notification_clear")
+    [queued] = queued_payloads(core, phone, "notification_clear")
     assert queued["sequence_id"] == "deploy-42"
     time.sleep(0.5)  # a push would have left at once, after the commit
     assert len(push_service.received) == 1
