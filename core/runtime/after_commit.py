@@ -60,7 +60,7 @@ class AfterCommit:
             await self.core.fanout.publish_all(messages)
 
     async def _wake_recipients(self, event: EnvelopesQueued) -> FanoutMessages:
-        return event.wake_ups
+        return event.wake_ups(self.core.fanout.may_deliver)
 
     async def _close_device(self, event: DeviceRevoked) -> FanoutMessages:
         forget = await self._forget_credentials(CredentialsRevoked((device_tag(event.device_id),)))

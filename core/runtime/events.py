@@ -7,15 +7,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.adapters.push.base import PushMessage, PushTarget
+from core.services.queue_wake import WakeUps
 
 
 @dataclass(frozen=True, slots=True)
 class EnvelopesQueued:
     """Blobs were appended to devices' queues (one write's, a blob to each device): wake each
-    device's open streams with its message (``core.services.queue_wake``). ``wake_ups``: (the
-    device's topic, the message) of each, ready to publish; one event for all of a send's devices."""
+    device's open streams with its message (``core.services.queue_wake``). ``entries``: (device id,
+    seq, prev seq, blob) of each; one event for all of a send's devices. The messages are made
+    after commit, by ``wake_ups``, and only for the devices someone may be listening for."""
 
-    wake_ups: tuple[tuple[str, str], ...]
+    messages: WakeUps
+    entries: tuple[tuple[str, int, int, bytes], ...]
+
+    def wake_ups(self, may_hear: Callable[[str], bool] = lambda _topic: True) -> tuple[tuple[str, str], ...]:
+        """(the device's topic, its message) of each entry whose topic ``may_hear`` (the fan-out's
+        ``may_deliver``): a device with no stream open here costs no message with the in-process
+        fan-out, which delivers nowhere else."""
+        message = self.messages.message
+        return tuple(
+            (topic, message(seq, prev, blob))
+            for device_id, seq, prev, blob in self.entries
+            if may_hear(topic := device_topic(device_id))
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select
 from sqlmodel import Session
 
-from core.runtime.events import EnvelopesQueued, device_topic
+from core.runtime.events import EnvelopesQueued
 from core.runtime.tx import LOCKED_DEVICES, Tx
 from core.services.queue_counts import counts_after_write, set_counts
 from core.services.queue_held import take_held_seqs
@@ -110,11 +110,8 @@ def enqueue_all(
         _trim(connection, before, pinned=pinned)
         counts = ((recipient, count) for recipient, _prev, _dropped, count, _last in before)
         set_counts(connection, counts_after_write(counts, pinned=pinned))
-    message = WakeUps(sender, type).message
-    wake_ups = [
-        (device_topic(recipient), message(*seqs[recipient], blob)) for recipient, blob in blobs.items()
-    ]
-    tx.emit(EnvelopesQueued(tuple(wake_ups)))  # one event for every device: one handler after commit
+    queued = tuple((recipient, *seqs[recipient], blob) for recipient, blob in blobs.items())
+    tx.emit(EnvelopesQueued(WakeUps(sender, type), queued))  # one event, one handler after commit
     return [seqs[recipient][0] for recipient in recipients]
 
 

@@ -174,6 +174,17 @@ async def test_listened_names_the_topics_with_a_subscriber_while_it_is_subscribe
             await anyio.sleep(0.01)
 
 
+async def test_may_deliver_is_false_only_where_no_subscriber_can_hear(fanout: Fanout) -> None:
+    """What lets a write skip making wake-ups nobody hears: the in-process fan-out knows every
+    subscriber; Redis cannot know another replica's without asking it, so it always says maybe."""
+    everywhere = isinstance(fanout, RedisFanout)
+    assert fanout.may_deliver("device:a") is everywhere
+    async with fanout.subscribe("device:a"):
+        assert fanout.may_deliver("device:a")
+        assert fanout.may_deliver("device:b") is everywhere
+    assert fanout.may_deliver("device:a") is everywhere
+
+
 # -- Redis only ------------------------------------------------------------------------------------
 
 

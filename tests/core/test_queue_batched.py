@@ -32,7 +32,7 @@ def put_all(
     seqs = enqueue_all(tx, blobs, sender="server", type="push", ttl_s=3600, tag=tag)
     events = [event for event in tx.events if isinstance(event, EnvelopesQueued)]
     assert len(events) == (1 if blobs else 0)
-    return seqs, [wake_up for event in events for wake_up in event.wake_ups]
+    return seqs, [wake_up for event in events for wake_up in event.wake_ups()]
 
 
 def stored(core: Core, device_id: str) -> list[tuple[int, bytes, str | None]]:
@@ -190,3 +190,26 @@ def test_seqs_go_past_32_bits(client: TestClient, core: Core) -> None:
     assert seqs == [past_32_bits + 1]
     assert json.loads(events[0][1])["seq"] == past_32_bits + 1
     assert stored(core, a)[-1] == (past_32_bits + 1, b"x", None)
+
+
+class CountingWakeUps(WakeUps):
+    """``WakeUps`` that note the seq of every message they make."""
+
+    __slots__ = ("made",)
+
+    def __init__(self, sender: str, type: str) -> None:
+        super().__init__(sender, type)
+        self.made: list[int] = []
+
+    def message(self, seq: int, prev: int, blob: bytes) -> str:
+        self.made.append(seq)
+        return super().message(seq, prev, blob)
+
+
+def test_a_wake_up_is_made_only_for_a_device_the_fanout_may_deliver_to() -> None:
+    counting = CountingWakeUps("server", "push")
+    event = EnvelopesQueued(counting, (("dev_a", 5, 0, b"{}"), ("dev_b", 6, 2, b"{}")))
+    heard = event.wake_ups(lambda topic: topic == device_topic("dev_b"))
+    assert heard == ((device_topic("dev_b"), WakeUps("server", "push").message(6, 2, b"{}")),)
+    assert counting.made == [6]  # dev_a's was never made
+    assert [topic for topic, _ in event.wake_ups()] == [device_topic("dev_a"), device_topic("dev_b")]

@@ -18,7 +18,7 @@ def put(tx: Tx, _principal: Principal, *, device_id: str, tag: str | None) -> tu
     seq = enqueue(tx, device_id, sender="server", type="push", blob=b"{}", ttl_s=3600, tag=tag)
     event = tx.events[-1]
     assert isinstance(event, EnvelopesQueued)
-    [(topic, message)] = event.wake_ups
+    [(topic, message)] = event.wake_ups()
     assert topic == device_topic(device_id)
     return seq, message
 

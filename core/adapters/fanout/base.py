@@ -42,6 +42,12 @@ class Fanout(Protocol):
 
     def subscribe(self, *topics: str) -> AbstractAsyncContextManager[Subscription]: ...
 
+    def may_deliver(self, topic: str) -> bool:
+        """Whether a message on ``topic`` may reach a subscriber, asked without waiting: ``False``
+        only when none can (the in-process fan-out with no subscriber to it here), so that the
+        message need not be made at all."""
+        ...
+
     async def listened(self, topics: Collection[str]) -> set[str]:
         """Which of ``topics`` someone is subscribed to now, on any replica the fan-out reaches
         (presence: a device's topic has a subscriber while one of its streams is open)."""

@@ -111,5 +111,9 @@ class MemoryFanout:
     async def listened(self, topics: Collection[str]) -> set[str]:
         return {topic for topic in topics if self._topics.get(topic)}
 
+    def may_deliver(self, topic: str) -> bool:
+        """This process is all there is: a topic with no subscriber here has none anywhere."""
+        return bool(self._topics.get(topic))
+
     async def aclose(self) -> None:
         self._topics.clear()

@@ -109,6 +109,10 @@ class RedisFanout:
         async with self._subscriber.subscribe(channels) as subscription:
             yield subscription
 
+    def may_deliver(self, _topic: str) -> bool:
+        """Another replica may have a subscriber: every message is made and published."""
+        return True
+
     async def listened(self, topics: Collection[str]) -> set[str]:
         """``PUBSUB NUMSUB`` counts the subscribing connections of every replica (each process holds
         one per channel). Should Redis not answer, what this process knows: its own subscriptions."""
