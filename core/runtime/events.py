@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from core.adapters.push.base import PushMessage, PushTarget
-from core.services.queue_wake import WakeUps
+
+
+class WakeUpMessages(Protocol):
+    """What makes a queue entry's wake-up message (``core.services.queue_wake.WakeUps``, one for
+    the entries of one sender and type)."""
+
+    def message(self, seq: int, prev: int, blob: bytes) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +23,7 @@ class EnvelopesQueued:
     seq, prev seq, blob) of each; one event for all of a send's devices. The messages are made
     after commit, by ``wake_ups``, and only for the devices someone may be listening for."""
 
-    messages: WakeUps
+    messages: WakeUpMessages
     entries: tuple[tuple[str, int, int, bytes], ...]
 
     def wake_ups(self, may_hear: Callable[[str], bool] = lambda _topic: True) -> tuple[tuple[str, str], ...]:
