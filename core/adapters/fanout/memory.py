@@ -109,7 +109,7 @@ class MemoryFanout:
         return len(self._topics.get(topic, ()))
 
     async def listened(self, topics: Collection[str]) -> set[str]:
-        return {topic for topic in topics if self._topics.get(topic)}
+        return {topic for topic in topics if self.may_deliver(topic)}
 
     def may_deliver(self, topic: str) -> bool:
         """This process is all there is: a topic with no subscriber here has none anywhere."""
