@@ -29,6 +29,7 @@ from core.services.push_registration import (
     prove_push_registration,
     push_route,
 )
+from core.services.queue_packed import unlist_device
 from core.store.tables import (
     Account,
     Device,
@@ -220,6 +221,8 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
     tx.session.execute(
         delete(QueuedEnvelope).where(col(QueuedEnvelope.recipient_device_id) == device.device_id)
     )
+    if tx.connection().dialect.name == "sqlite":
+        unlist_device(tx.connection(), device.device_id, device.account_id)
     tx.session.flush()
     tx.session.delete(device)
     tx.emit(DeviceRevoked(device.device_id))

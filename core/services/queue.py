@@ -4,7 +4,8 @@ to its cap. Operations call these inside their transaction; the wake-ups leave a
 The newest ``QUEUE_CAP`` untagged entries of a device are kept; a tagged (pinned) entry is never
 trimmed, only expired (``core.services.reminders`` bounds how many a device may have). SQLite
 trims a queue as each write takes it over the cap, told by the queue's count, which each write
-keeps (``core.services.queue_counts``); PostgreSQL trims every queue a transaction wrote
+keeps (``core.services.queue_sqlite``), and writes a send to several devices as one row
+(``core.services.queue_packed``); PostgreSQL trims every queue a transaction wrote
 once, before it commits (a group of sends to one account: once, not once a send), so no other
 transaction ever sees a queue over its cap. There a group's unpinned entries are inserted together,
 held back until the transaction's next statement or its commit (``core.services.queue_held``).
@@ -12,28 +13,16 @@ held back until the transaction's next statement or its commit (``core.services.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import bindparam, func, select
 from sqlmodel import Session
 
 from core.runtime.events import EnvelopesQueued
 from core.runtime.tx import LOCKED_DEVICES, Tx
-from core.services.queue_counts import counts_after_write, set_counts
 from core.services.queue_held import take_held_seqs
-from core.services.queue_statements import (
-    BEFORE,
-    DROP,
-    KEPT,
-    QUEUE_ALL,
-    ROW_BINDS,
-    ROWS_PER_INSERT,
-    TRIM,
-    TRIM_OVER_CAP,
-    insert_rows,
-)
+from core.services.queue_sqlite import write_entries
+from core.services.queue_statements import QUEUE_ALL, TRIM_OVER_CAP
 from core.services.queue_statements import QUEUE_CAP as QUEUE_CAP  # callers import it from here
 from core.services.queue_wake import WakeUps
 from core.store.database import before_commit
@@ -60,6 +49,7 @@ def enqueue_all(
     max_lifetime_s: int = QUEUE_LIFETIME_S,
     tag: str | None = None,
     may_hold: bool = True,
+    account_id: str | None = None,
 ) -> list[int]:
     """Append one blob to each device's queue (``blobs``: by recipient device id; ``ttl_s`` up to
     ``max_lifetime_s``; ``tag`` pins the entries), trim each queue to its cap (PostgreSQL: before
@@ -67,7 +57,9 @@ def enqueue_all(
     recipients' locks (``lock_recipients``), once for all. ``may_hold``: in a PostgreSQL group, the
     entries may be held back (``core.services.queue_held``); worth it for a write whose group runs
     no other statement between its queue writes (sends), not for one that runs a statement of its
-    own before each (relays: it would send the held entries on a round trip of their own)."""
+    own before each (relays: it would send the held entries on a round trip of their own).
+    ``account_id``: the recipients' account (they are all of one), when the caller has it: SQLite
+    packs a send to several devices in one row keyed by it (``core.services.queue_packed``)."""
     if not blobs:  # e.g. an urgent stop whose recipients were all removed
         return []
     recipients = list(blobs)
@@ -92,24 +84,7 @@ def enqueue_all(
         if not pinned:  # a pinned entry takes no room under the cap
             _trim_before_commit(tx.session, recipients)
     else:  # SQLite: no data-modifying CTEs, and a statement costs no round trip
-        before = BEFORE[pinned].rows(connection, recipients=json.dumps(recipients))
-        first = before[0][4] + 1  # the entries take the seqs after the last one handed out, in order
-        prevs = {recipient: prev for recipient, prev, *_ in before}
-        seqs = {recipient: (first + n, prevs[recipient] or 0) for n, recipient in enumerate(recipients)}
-        entries = list(blobs.items())
-        for start in range(0, len(entries), ROWS_PER_INSERT):
-            chunk = entries[start : start + ROWS_PER_INSERT]
-            rows: dict[str, object] = dict(shared)
-            for (seq_bind, recipient_bind, blob_bind), (recipient, blob) in zip(
-                ROW_BINDS, chunk, strict=False
-            ):
-                rows[seq_bind] = seqs[recipient][0]  # chunk is no longer than ROW_BINDS
-                rows[recipient_bind] = recipient
-                rows[blob_bind] = bytearray(blob)  # see insert_rows
-            insert_rows(len(chunk)).rows(connection, **rows)
-        _trim(connection, before, pinned=pinned)
-        counts = ((recipient, count) for recipient, _prev, _dropped, count, _last in before)
-        set_counts(connection, counts_after_write(counts, pinned=pinned))
+        seqs = write_entries(connection, blobs, shared, pinned=pinned, account_id=account_id)
     queued = tuple((recipient, *seqs[recipient], blob) for recipient, blob in blobs.items())
     tx.emit(EnvelopesQueued(WakeUps(sender, type), queued))  # one event, one handler after commit
     return [seqs[recipient][0] for recipient in recipients]
@@ -127,24 +102,6 @@ def _trim_before_commit(session: Session, recipients: list[str]) -> None:
         written = session.info[_WRITTEN_UNPINNED] = []
         before_commit(session, lambda: TRIM_OVER_CAP.rows(session.connection(), written=written))
     written += recipients
-
-
-def _trim(connection: Connection, before: list[tuple[Any, ...]], *, pinned: bool) -> None:
-    """SQLite: trim the queues ``BEFORE`` found at their cap (below it there is nothing to trim):
-    a queue's only dropped entry by its seq (one over what the write keeps: ``dropped`` is its
-    oldest unpinned entry), the entries of a queue further over (a cap lowered) by their
-    recipient's first dropped seq."""
-    drops: list[int] = []
-    cutoffs: dict[str, int] = {}
-    for recipient, _prev, dropped, count, _last in before:
-        if count == KEPT[pinned] + 1:
-            drops.append(dropped)
-        elif dropped is not None:
-            cutoffs[recipient] = dropped
-    if drops:
-        DROP.rows(connection, seqs=json.dumps(drops))
-    if cutoffs:
-        TRIM.rows(connection, cutoffs=json.dumps(cutoffs))
 
 
 def enqueue(

@@ -2,9 +2,9 @@
 queue is the hot path, and building statements and SQLAlchemy's per-execution work cost more than
 running them. ``core.services.queue`` says when each runs.
 
-SQLite writes a send's entries in two statements (what each queue holds and the last seq handed
-out, the insert of the entries with their seqs), then, when there are any, trims the queues at
-their cap and sets the counts of those below it (``core.services.queue_counts``); a statement
+SQLite reads what each queue holds and the last seq handed out (``BEFORE``), then inserts the
+entries with their seqs (``insert_rows``; a send to several devices is one packed row instead,
+``core.services.queue_packed``) and trims and counts (``core.services.queue_sqlite``); a statement
 costs no round trip there. PostgreSQL writes them in one, a data-modifying CTE,
 and trims the queues a transaction wrote once, before it commits (a walk of each queue's newest
 entries that every write made on its own until then).
@@ -37,8 +37,9 @@ from sqlalchemy.sql.dml import Insert, ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType, UserDefinedType
 
+from core.services.queue_packed import account_of, packed_rows
 from core.store.postgres_arrays import BYTEA_ARRAY, VARCHAR_ARRAY
-from core.store.prepared import PreparedStatement
+from core.store.prepared import PreparedStatement, json_rows
 from core.store.tables import QueueCount, QueuedEnvelope
 
 QUEUE_CAP = 200  # the newest unpinned entries a device's queue keeps
@@ -51,45 +52,27 @@ _SHARED_COLUMNS = ("sender", "type", "created_at", "expires_at", "tag")
 KEPT = {False: QUEUE_CAP - 1, True: QUEUE_CAP}
 
 
-def json_rows(name: str, *columns: str) -> Any:
-    """SQLite: a JSON parameter ``name`` read as rows (``json_each``), with these of its columns:
-    an array's ``value``, an object's ``key`` and ``value``. One parameter for any number of items,
-    and one compiled statement."""
-    return func.json_each(bindparam(name, type_=String)).table_valued(*columns)
-
-
-def _latest_seq(recipient: ColumnElement[str]) -> ColumnElement[int]:
-    """SQLite: the recipient's newest entry before this write: its streams know whether they missed any."""
-    return select(func.max(_QUEUE.c.seq)).where(_QUEUE.c.recipient_device_id == recipient).scalar_subquery()
-
-
 def _unpinned(recipient: ColumnElement[str]) -> Select[int]:
     """The seqs of the recipient's unpinned entries, read in ``ix_queued_envelopes_recipient_seq``
     alone (it holds the tag)."""
     return select(_OLDER.c.seq).where(_OLDER.c.recipient_device_id == recipient, _OLDER.c.tag.is_(None))
 
 
-def _first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
-    """SQLite: before this write, the newest of the recipient's unpinned entries that the write pushes over
-    the cap (NULL: none is), walked to from the newest."""
-    return _unpinned(recipient).order_by(_OLDER.c.seq.desc()).offset(KEPT[pinned]).limit(1).scalar_subquery()
-
-
 def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
-    """SQLite: ``_first_dropped`` told by the recipient's count (``QueueCount``) when to look. A
-    queue one over what the write keeps (every write to a full queue) drops its oldest unpinned
-    entry, the first one at the start of the recipient's index; only a queue further over (a cap
-    lowered) walks; one below drops none."""
-    count, kept = _COUNTS.c.unpinned, KEPT[pinned]
+    """SQLite: the recipient's oldest unpinned own row when its count (``QueueCount``) says the
+    write takes the queue one over what it keeps (every write to a full queue), found at the start
+    of the recipient's index (NULL otherwise). ``_oldest_packed`` is the other candidate."""
     oldest = _unpinned(recipient).order_by(_OLDER.c.seq).limit(1).scalar_subquery()
-    return case((count == kept + 1, oldest), (count > kept + 1, _first_dropped(recipient, pinned=pinned)))
+    return case((_COUNTS.c.unpinned == KEPT[pinned] + 1, oldest))
 
 
-def _before(
-    recipients: ColumnElement[str], prev: ColumnElement[int], first_dropped: ColumnElement[Any]
-) -> Select[str, int, Any]:
-    """SQLite: per recipient, its newest seq and its first dropped entry, before this write."""
-    return select(recipients.label("recipient"), prev.label("prev"), first_dropped.label("first_dropped"))
+def _oldest_packed(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
+    """SQLite: when the write takes the queue one over what it keeps, the recipient's oldest packed
+    row at or above its floor (``core.services.queue_packed``), in the rows of its account: the
+    ``account`` given, or the recipient's."""
+    account = func.coalesce(bindparam("account", type_=String), account_of(recipient))
+    oldest = packed_rows(recipient, account, func.coalesce(_COUNTS.c.floor, 0)).limit(1).scalar_subquery()
+    return case((_COUNTS.c.unpinned == KEPT[pinned] + 1, oldest))
 
 
 def _last_seq() -> ColumnElement[int]:
@@ -101,36 +84,30 @@ def _last_seq() -> ColumnElement[int]:
 
 
 # SQLite: the recipients as a JSON array, one read of what each queue holds before the write: per
-# recipient its newest seq, its first dropped one, its count (``QueueCount``; NULL: no row yet),
-# and the last seq handed out (the same on every row, read once), from which the insert numbers
-# its entries itself.
+# recipient the newest seq it was handed (``QueueCount.newest``; NULL: none), its oldest own row
+# and oldest packed row when the write pushes one of them out, its count and floor (NULL: no row
+# yet), and the last seq handed out (the same on every row, read once), from which the write
+# numbers its entries itself. ``core.services.queue`` trims by them.
 _JSON_RECIPIENTS = json_rows("recipients", "value")
 _COUNTED = _JSON_RECIPIENTS.outerjoin(_COUNTS, _COUNTS.c.device_id == _JSON_RECIPIENTS.c.value)
 _SEQUENCE = table("sqlite_sequence", column("name", String), column("seq", Integer))
 BEFORE = {
     pinned: PreparedStatement(
-        _before(
-            _JSON_RECIPIENTS.c.value,
-            _latest_seq(_JSON_RECIPIENTS.c.value),
-            _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned),
-        )
-        .add_columns(_COUNTS.c.unpinned, _last_seq().label("last"))
-        .select_from(_COUNTED)
+        select(
+            _JSON_RECIPIENTS.c.value.label("recipient"),
+            _COUNTS.c.newest,
+            _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned).label("oldest_own"),
+            _oldest_packed(_JSON_RECIPIENTS.c.value, pinned=pinned).label("oldest_packed"),
+            _COUNTS.c.unpinned,
+            _COUNTS.c.floor,
+            _last_seq().label("last"),
+        ).select_from(_COUNTED)
     )
     for pinned in (False, True)
 }
-# Then the queues at their cap trimmed: each one whose first dropped entry is the only one dropped
-# loses that entry, found by its seq (``DROP``: a JSON array of them); any other (a cap lowered)
-# by ``TRIM``, whose JSON object maps each recipient to its first dropped seq: it and its
-# recipient's older unpinned entries go.
+# Then the own rows the write pushes out of their queues, by seq (``DROP``: a JSON array of them).
 _JSON_SEQS = json_rows("seqs", "value")
 DROP = PreparedStatement(delete(_QUEUE).where(_QUEUE.c.seq.in_(select(_JSON_SEQS.c.value))))
-_JSON_CUTOFFS = json_rows("cutoffs", "key", "value")
-TRIM = PreparedStatement(
-    delete(_QUEUE).where(
-        _QUEUE.c.seq.in_(_unpinned(_JSON_CUTOFFS.c.key).where(_OLDER.c.seq <= _JSON_CUTOFFS.c.value))
-    )
-)
 
 ROWS_PER_INSERT = 100  # 305 parameters: below the 999 an older SQLite allows a statement
 # Row n's parameters: its seq, recipient and blob.

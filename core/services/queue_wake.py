@@ -4,7 +4,9 @@ It names the entry's ``seq`` and the ``prev`` seq of the recipient's entry befor
 and carries a small entry itself (sender, type, blob as the stream shows it). A stream that has
 delivered exactly ``prev`` writes the carried entry without reading the store; any other stream
 (behind, after a lost wake-up, or an entry too big to carry) reads the store as before. Entries of
-one recipient are committed in seq order (``queue.enqueue_all``), so ``prev`` is exact.
+one recipient are committed in seq order (``queue.enqueue_all``), so ``prev`` is exact: the newest
+entry before this one (on SQLite the newest seq the recipient was handed, which its count keeps,
+even when that entry has since gone: a stream that did not deliver it reads the store).
 """
 
 from __future__ import annotations

@@ -193,6 +193,7 @@ def _settle(tx: Tx, row: Receipt, reason: str, **values: Any) -> None:
         push_type="urgent_stop",
         ttl_s=row.expires_at - now,  # after that the phones stop by themselves
         high_priority=True,
+        account_id=row.account_id,
     )
     tx.emit(Published(receipt_topic(row.receipt_id), reason))
 

@@ -25,9 +25,10 @@ from core.runtime.marks import group_commit, read_only
 from core.runtime.tx import Tx
 from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
 from core.services.devices import own_device
+from core.services.queue_packed import read_entries
 from core.services.queue_wake import blob_text
 from core.store.prepared import PreparedStatement
-from core.store.tables import Device, Pair, QueuedEnvelope
+from core.store.tables import Device, Pair
 
 # Envelope payload types a device may relay (the spec's table), and the sms family behind a flag.
 RELAYED_TYPES = frozenset(
@@ -195,24 +196,16 @@ def paired_recipient(tx: Tx, sender: Device, recipient_id: str) -> Device:
 def read_queue(tx: Tx, principal: Principal, *, after: int, limit: int = 100) -> QueuePage:
     """The calling device's queued items with ``seq > after``, oldest first, unexpired."""
     device = own_device(tx, principal)
-    rows = tx.session.exec(
-        select(QueuedEnvelope)
-        .where(
-            col(QueuedEnvelope.recipient_device_id) == device.device_id,
-            col(QueuedEnvelope.seq) > after,
-            col(QueuedEnvelope.expires_at) > tx.now(),
-        )
-        .order_by(col(QueuedEnvelope.seq))
-        .limit(limit)
-    ).all()
-    if not device.ever_drained and len(rows) < limit:
+    entries = read_entries(
+        tx.connection(), device.device_id, device.account_id, after=after, now=tx.now(), limit=limit
+    )
+    if not device.ever_drained and len(entries) < limit:
         tx.emit(Deferred(mark_drained, {"device_id": device.device_id}))
-    return QueuePage(items=[_item(row) for row in rows])
-
-
-def _item(row: QueuedEnvelope) -> QueueItem:
-    assert row.seq is not None
-    return QueueItem(seq=row.seq, sender=row.sender, type=row.type, blob=blob_text(row.type, row.blob))
+    items = [
+        QueueItem(seq=seq, sender=sender, type=type, blob=blob_text(type, blob))
+        for seq, sender, type, blob in entries
+    ]
+    return QueuePage(items=items)
 
 
 def mark_drained(tx: Tx, principal: Principal, *, device_id: str) -> None:

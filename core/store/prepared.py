@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Delete, Dialect, Insert, Select, Update, exc
+from sqlalchemy import Connection, Delete, Dialect, Insert, Select, String, Update, bindparam, exc, func
 
 Processor = Callable[[Any], Any]
 Statement = Select[*tuple[Any, ...]] | Insert | Update | Delete  # a select of any columns
@@ -155,3 +155,10 @@ def run_on_driver(connection: Connection, statement: str) -> Any:
         return driver.execute(statement)
     except connection.dialect.loaded_dbapi.Error as error:
         raise driver_error(connection, statement, (), error) from error
+
+
+def json_rows(name: str, *columns: str) -> Any:
+    """SQLite: a JSON parameter ``name`` read as rows (``json_each``), with these of its columns:
+    an array's ``value``, an object's ``key`` and ``value``. One parameter for any number of items,
+    and one compiled statement."""
+    return func.json_each(bindparam(name, type_=String)).table_valued(*columns)

@@ -162,12 +162,17 @@ class QueuedEnvelope(SQLModel, table=True):
     # A keyed digest naming what a pinned entry is about (a reminder's id): pinned entries are
     # never trimmed to the newest 200, and a later entry can find the earlier one (a cancel, its set).
     tag: str | None = Field(default=None, max_length=64)
+    # SQLite: a send to several devices is one row (``core.services.queue_packed``): keyed by its
+    # account's id in ``recipient_device_id``, this JSON object names each recipient and its seq,
+    # and ``blob`` holds their blobs in that order. NULL on a device's own row (and on PostgreSQL).
+    recipients: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class QueueCount(SQLModel, table=True):
     """SQLite only: how many unpinned entries a device's queue holds, so that a write knows without
-    counting whether it takes the queue over its cap. Kept exact by the statements that write the
-    queue (``core.services.queue_counts`` lists them; migration 0020) and two triggers of migration
+    counting whether it takes the queue over its cap, with its floor and newest seq (below). Kept
+    exact by the statements that write the queue (``core.services.queue_counts`` lists them;
+    migrations 0020, 0021) and two triggers of migration
     0016: an entry's pin or recipient changed, and the row dropped with its device. PostgreSQL
     finds the cap's boundary by walking each queue a transaction wrote once, before it commits,
     and leaves this table empty. A migration that rebuilds ``queued_envelopes`` on SQLite
@@ -179,6 +184,13 @@ class QueueCount(SQLModel, table=True):
 
     device_id: str = Field(primary_key=True, max_length=36)
     unpinned: int
+    # The device's entries in rows of several recipients with a lower seq are trimmed (migration 0021).
+    floor: int = Field(
+        default=0,
+        sa_column=Column(BigInteger().with_variant(Integer, "sqlite"), nullable=False, server_default="0"),
+    )
+    # The newest seq handed to the device (NULL: none since 0021 counted): a wake-up's ``prev``.
+    newest: int | None = Field(default=None, sa_column=Column(BigInteger().with_variant(Integer, "sqlite")))
 
 
 class ParkedDocument(SQLModel, table=True):

@@ -39,30 +39,30 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
 
 
 def test_trimming_a_queue_reads_the_recipient_index_alone(tmp_path: Path) -> None:
-    """Each queue write finds each recipient's first dropped entry (its oldest unpinned one, or the
-    200th newest), and trims below it; SQLite does both in the recipient index alone (covering: it
-    holds the tag), without reading each candidate row for its tag, and reads the recipient's count
-    by its key."""
-    from core.services.queue_statements import BEFORE, TRIM
+    """Each queue write finds what a full queue drops: its oldest own unpinned row in the recipient
+    index alone (covering: it holds the tag), without reading each candidate row for its tag, and
+    its oldest packed row by walking its account's rows in that index from its floor; it reads the
+    recipient's count by its key."""
+    from core.services.queue_statements import BEFORE
 
     engine = make_engine(f"sqlite:///{tmp_path / 'plan.db'}")
     migrate.upgrade(engine)
-    details = []
     with engine.connect() as connection:
-        for statement, given in (
-            (BEFORE[False], {"recipients": '["dev_a"]'}),
-            (TRIM, {"cutoffs": '{"dev_a":1}'}),
-        ):
-            compiled = statement.statement.compile(dialect=engine.dialect)
-            parameters = tuple(given.get(name, compiled.params[name]) for name in compiled.positiontup or ())
-            plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + compiled.string, parameters).all()
-            details += [row[-1] for row in plan if "older" in row[-1] or "queue_counts" in row[-1]]
+        compiled = BEFORE[False].statement.compile(dialect=engine.dialect)
+        names = compiled.positiontup or ()
+        parameters = tuple('["dev_a"]' if name == "recipients" else compiled.params[name] for name in names)
+        plan = [
+            row[-1] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + compiled.string, parameters)
+        ]
     engine.dispose()
-    covering = "USING COVERING INDEX ix_queued_envelopes_recipient_seq"
-    assert [covering in detail for detail in details if "older" in detail] == [True] * 3, details
-    assert [detail for detail in details if "queue_counts" in detail] == [
+    index = "ix_queued_envelopes_recipient_seq"
+    assert [detail for detail in plan if "older" in detail] == [
+        f"SEARCH older USING COVERING INDEX {index} (recipient_device_id=?)"
+    ], plan
+    assert f"SEARCH queued_envelopes USING INDEX {index} (recipient_device_id=? AND seq>?)" in plan, plan
+    assert [detail for detail in plan if "queue_counts" in detail] == [
         "SEARCH queue_counts USING PRIMARY KEY (device_id=?) LEFT-JOIN"
-    ], details
+    ], plan
 
 
 def _downgrade(engine: Engine, revision: str) -> None:
