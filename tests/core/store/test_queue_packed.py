@@ -19,7 +19,14 @@ from core.services.queue_packed import pack, unpack
 from core.services.relay import QueueItem, read_queue
 from core.store import migrate
 from tests.core.store.test_migrations import _downgrade
-from tests.helpers import FakeDevice, pair_computer, queue_entries, register_phone
+from tests.helpers import (
+    FakeDevice,
+    create_token,
+    pair_computer,
+    queue_entries,
+    queued_payloads,
+    register_phone,
+)
 
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # PostgreSQL never packs
 
@@ -158,3 +165,23 @@ def test_the_downgrade_gives_each_device_its_row_back(client: TestClient, core: 
     assert sorted(counts) == sorted((device_id, QUEUE_CAP, 0, newest[device_id]) for device_id in newest)
     for device in devices:
         assert queue_entries(core.engine, device.device_id) == before[device.device_id]
+
+
+@SQLITE_ONLY
+def test_a_notification_sent_over_http_to_an_accounts_devices_is_one_row(
+    client: TestClient, core: Core
+) -> None:
+    """The send route passes its account to the queue: its devices' entries share a row, and each
+    device opens its own with its key."""
+    phone, devices = account_of(client, 3)
+    token = create_token(client, phone)
+    sent = client.post(
+        "/v1/send", content=b"backup done", headers={"Authorization": f"Bearer {token['token']}"}
+    )
+    assert sent.status_code == 200, sent.text
+    [(_, key, recipients)] = [row for row in stored_rows(core.engine) if row[2] is not None]
+    assert key == phone.account_id and recipients is not None
+    assert set(json.loads(recipients)) == {device.device_id for device in devices}
+    for device in devices:
+        [payload] = queued_payloads(core, device)
+        assert payload["message"] == "backup done"
