@@ -27,7 +27,7 @@ import json
 from sqlalchemy import Connection, Integer, bindparam, func, select, true, union, update
 from sqlalchemy.dialects.sqlite import insert
 
-from core.services.queue_packed import account_of, lists
+from core.services.queue_packed import LISTED, account_of, lists
 from core.services.queue_statements import QUEUE_CAP
 from core.store.prepared import PreparedStatement, json_rows
 from core.store.tables import QueueCount, QueuedEnvelope
@@ -82,10 +82,9 @@ _STAYING_PACKED = (
 _EXPIRING_OWN = select(_QUEUE.c.recipient_device_id).where(
     _QUEUE.c.expires_at <= _NOW, _QUEUE.c.tag.is_(None)
 )
-_LISTED = func.json_each(_QUEUE.c.recipients).table_valued("key").alias("listed")
 _EXPIRING_LISTED = (
-    select(_LISTED.c.key)
-    .select_from(_QUEUE, _LISTED)
+    select(LISTED.c.key)
+    .select_from(_QUEUE, LISTED)
     .where(_QUEUE.c.expires_at <= _NOW, _QUEUE.c.recipients.is_not(None))
 )
 RECOUNT_EXPIRING = PreparedStatement(

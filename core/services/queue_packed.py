@@ -127,8 +127,9 @@ INSERT_PACKED = PreparedStatement(
 
 # The packed rows a write's floors passed (a JSON array of seqs) that no device still has: each
 # device a row lists has its floor past it, or is gone (its count's row went with it).
-_LISTED = func.json_each(_QUEUE.c.recipients).table_valued("key").alias("listed")
-_STILL_HELD = exists().select_from(_LISTED.join(_COUNTS, _COUNTS.c.device_id == _LISTED.c.key))
+# The devices a packed row lists, as rows (``key``: each one's id), beside the row in a FROM.
+LISTED = func.json_each(_QUEUE.c.recipients).table_valued("key").alias("listed")
+_STILL_HELD = exists().select_from(LISTED.join(_COUNTS, _COUNTS.c.device_id == LISTED.c.key))
 _JSON_SEQS = json_rows("seqs", "value")
 DROP_UNNEEDED = PreparedStatement(
     delete(_QUEUE).where(
