@@ -1,7 +1,8 @@
 """SQLite's queue write: a write's entries numbered, inserted (one packed row for an unpinned write
 to several devices, ``core.services.queue_packed``; otherwise a row a device), each queue kept to
 its cap and each count kept exact. A statement costs no round trip here, and the writer is serial,
-so the write reads what each queue holds first (``BEFORE``) and decides in Python.
+so the write reads what each queue holds first (``BEFORE``; for a full queue, its oldest packed
+row: ``queue_packed.oldest_packed``) and decides in Python.
 
 A full queue loses its oldest unpinned entry: an own row is deleted (``DROP``), a packed entry is
 passed by moving the device's floor; a packed row no device still has then goes
@@ -19,7 +20,14 @@ from typing import Any
 from sqlalchemy import Connection
 
 from core.services.queue_counts import count_after_write, set_counts
-from core.services.queue_packed import ACCOUNT_OF, DROP_UNNEEDED, INSERT_PACKED, oldest_entries, pack
+from core.services.queue_packed import (
+    ACCOUNT_OF,
+    DROP_UNNEEDED,
+    INSERT_PACKED,
+    oldest_entries,
+    oldest_packed,
+    pack,
+)
 from core.services.queue_statements import BEFORE, DROP, KEPT, ROW_BINDS, ROWS_PER_INSERT, insert_rows
 
 Numbered = dict[str, tuple[int, int]]  # by recipient: its entry's seq, and its newest seq before (0: none)
@@ -47,10 +55,14 @@ def write_entries(
     it; an unpinned write to several devices is then one packed row. Without it, a row a device
     (and a full queue's account is read)."""
     recipients = list(blobs)
-    before = BEFORE[pinned].rows(connection, recipients=json.dumps(recipients), account=account_id)
-    first = before[0][6] + 1  # the entries take the seqs after the last one handed out, in order
+    before = BEFORE[pinned].rows(connection, recipients=json.dumps(recipients))
+    first = before[0][5] + 1  # the entries take the seqs after the last one handed out, in order
     newest = {row[0]: row[1] for row in before}
     numbered = {recipient: (first + n, newest[recipient] or 0) for n, recipient in enumerate(recipients)}
+    full = {  # the queues the write takes one over the cap: each drops its oldest entry
+        recipient: floor or 0 for recipient, _n, _o, count, floor, _l in before if count == KEPT[pinned] + 1
+    }
+    packed_oldest = _oldest_packed(connection, account_id, full) if full else {}
     if not pinned and len(recipients) > 1 and account_id is not None:
         packed, blob = pack(
             (recipient, numbered[recipient][0], sealed) for recipient, sealed in blobs.items()
@@ -60,9 +72,10 @@ def write_entries(
     else:
         _insert_rows(connection, blobs, numbered, shared)
     trim = _Trim()
-    for recipient, _newest, oldest_own, oldest_packed, count, floor, _last in before:
+    for recipient, _newest, oldest_own, count, floor, _last in before:
         if count is None or count <= KEPT[pinned]:
             continue
+        oldest_packed = packed_oldest.get(recipient)
         if count > KEPT[pinned] + 1:
             _trim_excess(connection, trim, recipient, account_id, floor, count - KEPT[pinned])
         elif oldest_own is not None and (oldest_packed is None or oldest_own < oldest_packed):
@@ -76,7 +89,7 @@ def write_entries(
             trim.floors.get(recipient, floor or 0),
             numbered[recipient][0],
         )
-        for recipient, _newest, _own, _packed, count, floor, _last in before
+        for recipient, _newest, _own, count, floor, _last in before
     }
     set_counts(connection, counts)
     if trim.own:
@@ -99,6 +112,17 @@ def _insert_rows(
             rows[recipient_bind] = recipient
             rows[blob_bind] = bytearray(blob)  # see insert_rows
         insert_rows(len(chunk)).rows(connection, **rows)
+
+
+def _oldest_packed(
+    connection: Connection, account_id: str | None, floors: dict[str, int]
+) -> dict[str, int | None]:
+    """The oldest packed row of each full queue (``floors``: by recipient), in its account's rows."""
+    if account_id is None:  # a row a device: its account read once (every recipient is of one)
+        account_id = ACCOUNT_OF.scalar(connection, device_id=next(iter(floors)))
+        if account_id is None:  # the device is gone: so are its packed entries
+            return {}
+    return oldest_packed(connection, account_id, floors)
 
 
 def _trim_excess(

@@ -37,7 +37,6 @@ from sqlalchemy.sql.dml import Insert, ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType, UserDefinedType
 
-from core.services.queue_packed import account_of, packed_rows
 from core.store.postgres_arrays import BYTEA_ARRAY, VARCHAR_ARRAY
 from core.store.prepared import PreparedStatement, json_rows
 from core.store.tables import QueueCount, QueuedEnvelope
@@ -61,17 +60,9 @@ def _unpinned(recipient: ColumnElement[str]) -> Select[int]:
 def _counted_first_dropped(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
     """SQLite: the recipient's oldest unpinned own row when its count (``QueueCount``) says the
     write takes the queue one over what it keeps (every write to a full queue), found at the start
-    of the recipient's index (NULL otherwise). ``_oldest_packed`` is the other candidate."""
+    of the recipient's index (NULL otherwise). Its oldest packed row is the other candidate
+    (``core.services.queue_packed.oldest_packed``)."""
     oldest = _unpinned(recipient).order_by(_OLDER.c.seq).limit(1).scalar_subquery()
-    return case((_COUNTS.c.unpinned == KEPT[pinned] + 1, oldest))
-
-
-def _oldest_packed(recipient: ColumnElement[str], *, pinned: bool) -> ColumnElement[int]:
-    """SQLite: when the write takes the queue one over what it keeps, the recipient's oldest packed
-    row at or above its floor (``core.services.queue_packed``), in the rows of its account: the
-    ``account`` given, or the recipient's."""
-    account = func.coalesce(bindparam("account", type_=String), account_of(recipient))
-    oldest = packed_rows(recipient, account, func.coalesce(_COUNTS.c.floor, 0)).limit(1).scalar_subquery()
     return case((_COUNTS.c.unpinned == KEPT[pinned] + 1, oldest))
 
 
@@ -85,9 +76,9 @@ def _last_seq() -> ColumnElement[int]:
 
 # SQLite: the recipients as a JSON array, one read of what each queue holds before the write: per
 # recipient the newest seq it was handed (``QueueCount.newest``; NULL: none), its oldest own row
-# and oldest packed row when the write pushes one of them out, its count and floor (NULL: no row
-# yet), and the last seq handed out (the same on every row, read once), from which the write
-# numbers its entries itself. ``core.services.queue`` trims by them.
+# when the write pushes one out, its count and floor (NULL: no row yet), and the last seq handed
+# out (the same on every row, read once), from which the write numbers its entries itself.
+# ``core.services.queue_sqlite`` trims by them.
 _JSON_RECIPIENTS = json_rows("recipients", "value")
 _COUNTED = _JSON_RECIPIENTS.outerjoin(_COUNTS, _COUNTS.c.device_id == _JSON_RECIPIENTS.c.value)
 _SEQUENCE = table("sqlite_sequence", column("name", String), column("seq", Integer))
@@ -97,7 +88,6 @@ BEFORE = {
             _JSON_RECIPIENTS.c.value.label("recipient"),
             _COUNTS.c.newest,
             _counted_first_dropped(_JSON_RECIPIENTS.c.value, pinned=pinned).label("oldest_own"),
-            _oldest_packed(_JSON_RECIPIENTS.c.value, pinned=pinned).label("oldest_packed"),
             _COUNTS.c.unpinned,
             _COUNTS.c.floor,
             _last_seq().label("last"),

@@ -38,31 +38,43 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
     engine.dispose()
 
 
+def _plan(engine: Engine, statement: object, parameter: dict[str, object]) -> list[str]:
+    """SQLite's query plan of a prepared statement's statement, each named parameter given."""
+    compiled = statement.compile(dialect=engine.dialect)  # type: ignore[attr-defined]
+    names = compiled.positiontup or ()
+    parameters = tuple(parameter.get(name, compiled.params[name]) for name in names)
+    with engine.connect() as connection:
+        return [
+            row[-1] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + compiled.string, parameters)
+        ]
+
+
 def test_trimming_a_queue_reads_the_recipient_index_alone(tmp_path: Path) -> None:
     """Each queue write finds what a full queue drops: its oldest own unpinned row in the recipient
     index alone (covering: it holds the tag), without reading each candidate row for its tag, and
-    its oldest packed row by walking its account's rows in that index from its floor; it reads the
-    recipient's count by its key."""
+    its oldest packed row in its account's rows in that index from its floor (the first there, or
+    walking on); it reads the recipient's count by its key."""
+    from core.services.queue_packed import FIRST_AT_FLOOR, OLDEST_LISTING
     from core.services.queue_statements import BEFORE
 
     engine = make_engine(f"sqlite:///{tmp_path / 'plan.db'}")
     migrate.upgrade(engine)
-    with engine.connect() as connection:
-        compiled = BEFORE[False].statement.compile(dialect=engine.dialect)
-        names = compiled.positiontup or ()
-        parameters = tuple('["dev_a"]' if name == "recipients" else compiled.params[name] for name in names)
-        plan = [
-            row[-1] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + compiled.string, parameters)
-        ]
-    engine.dispose()
     index = "ix_queued_envelopes_recipient_seq"
-    assert [detail for detail in plan if "older" in detail] == [
-        f"SEARCH older USING COVERING INDEX {index} (recipient_device_id=?)"
-    ], plan
-    assert f"SEARCH queued_envelopes USING INDEX {index} (recipient_device_id=? AND seq>?)" in plan, plan
-    assert [detail for detail in plan if "queue_counts" in detail] == [
-        "SEARCH queue_counts USING PRIMARY KEY (device_id=?) LEFT-JOIN"
-    ], plan
+    try:
+        plan = _plan(engine, BEFORE[False].statement, {"recipients": '["dev_a"]'})
+        assert [detail for detail in plan if "older" in detail] == [
+            f"SEARCH older USING COVERING INDEX {index} (recipient_device_id=?)"
+        ], plan
+        assert [detail for detail in plan if "queue_counts" in detail] == [
+            "SEARCH queue_counts USING PRIMARY KEY (device_id=?) LEFT-JOIN"
+        ], plan
+        for statement in (FIRST_AT_FLOOR.statement, OLDEST_LISTING.statement):
+            plan = _plan(engine, statement, {"account": "acct", "device": "dev_a", "floor": 7})
+            assert plan == [
+                f"SEARCH queued_envelopes USING INDEX {index} (recipient_device_id=? AND seq>?)"
+            ], plan
+    finally:
+        engine.dispose()
 
 
 def _downgrade(engine: Engine, revision: str) -> None:
