@@ -19,11 +19,12 @@ from core.domain.secrets import new_prefixed_id
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
+from core.services.account_devices import AccountDevice
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import Addressee, send_server_messages
 from core.services.limits import Limited, charge_send_class
 from core.services.queue import NOTIFICATION_LIFETIME_S
-from core.services.send import AccountDevice, DeliveredTo, delivered_to, field_error, resolve_targets
+from core.services.send import DeliveredTo, delivered_to, field_error, resolve_targets
 
 
 class ClearOut(Limited):

@@ -9,16 +9,13 @@ cap → envelope size → all counters at once → dispatch.
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter
-from sqlalchemy import bindparam, sql
 
-from core.adapters.push.base import PushTarget
 from core.domain import payloads
 from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
 from core.domain.secrets import new_prefixed_id
@@ -26,16 +23,14 @@ from core.domain.urgent import UrgentReceipt, may_repeat
 from core.errors import RelayError
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
 from core.runtime.ahead import Planned, charged_ahead
-from core.runtime.group_commit import ACCOUNT_DEVICE_COLUMNS, ACCOUNT_DEVICE_ROWS
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services import attachments, receipts
+from core.services.account_devices import AccountDevice, account_devices
 from core.services.attachments import SealedAttachment
 from core.services.delivery import Addressee, send_server_messages
 from core.services.limits import Limited, charge_send_class, send_class_checks
 from core.services.queue import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S
-from core.store.prepared import PreparedStatement
-from core.store.tables import Device, PushRegistration
 
 ENVELOPE_MAX_BYTES = 2048
 NORMAL_PRIORITIES = ("min", "low")
@@ -208,71 +203,11 @@ def _check_priority_cap(principal: Principal, priority: str) -> None:
         )
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs 3x (object.__setattr__)
-class AccountDevice:
-    """One of the account's devices, as much of it as a send reads: with its push registrations,
-    read in the same statement (a send then asks nothing more per device). Built once a device a
-    send; nothing changes it after ``_account_devices`` has added its registrations."""
-
-    device_id: str
-    surface_kind: str
-    device_type: str
-    name: str
-    public_key: str
-    fcm_token: str | None
-    fcm_token_kind: str | None
-    # By service, as push_registrations holds them.
-    registrations: dict[str, Mapping[str, str]] = field(default_factory=dict)
-
-    def push_target(self) -> PushTarget:
-        return PushTarget(self.device_id, self.fcm_token, self.fcm_token_kind or "token", self.registrations)
-
-
-# Built once and run on the driver's cursor: every send reads the account's devices (unless its
-# group read them already, ``ACCOUNT_DEVICE_ROWS``), in the order they were created (within one
-# second, the phone first: it was paired before its computers), then by id.
-_DEVICES = Device.__table__  # type: ignore[attr-defined]
-_REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
-_ACCOUNT_DEVICES = PreparedStatement(
-    sql.select(
-        *(_DEVICES.c[name] for name in ACCOUNT_DEVICE_COLUMNS),
-        _REGISTRATIONS.c.service,
-        _REGISTRATIONS.c.registration,
-    )
-    .select_from(_DEVICES.outerjoin(_REGISTRATIONS, _REGISTRATIONS.c.device_id == _DEVICES.c.device_id))
-    .where(_DEVICES.c.account_id == bindparam("account"))
-    .order_by(_DEVICES.c.created_at, _DEVICES.c.surface_kind != "phone", _DEVICES.c.device_id)
-)
-
-
-def _account_devices(rows: Iterable[tuple[Any, ...]]) -> list[AccountDevice]:
-    """One per device, in the rows' order: a device with several registrations is on several rows."""
-    devices: dict[str, AccountDevice] = {}
-    for row in rows:  # the device's columns, then one of its registrations (or none)
-        device = devices.get(row[0])
-        if device is None:
-            device = devices[row[0]] = AccountDevice(*row[: len(ACCOUNT_DEVICE_COLUMNS)])
-        service, registration = row[len(ACCOUNT_DEVICE_COLUMNS) :]
-        if service is not None:
-            device.registrations[service] = json.loads(registration)
-    return list(devices.values())
-
-
-def _device_rows(tx: Tx, account_id: str) -> list[tuple[Any, ...]]:
-    """The account's device rows: as its group read them while locking them, else read now."""
-    session = tx.opened_session
-    group_read = session.info.get(ACCOUNT_DEVICE_ROWS) if session is not None else None
-    if group_read is not None and account_id in group_read:
-        rows: list[tuple[Any, ...]] = group_read[account_id]
-        return rows
-    return _ACCOUNT_DEVICES.rows(tx.connection(), account=account_id)
-
-
 def resolve_targets(
     tx: Tx, account_id: str, selectors: tuple[str, ...]
 ) -> tuple[list[AccountDevice], list[str]]:
     """Resolve ``all``, ``phone``/``mobile``, ``desktop``, names and ids to the account's devices."""
-    devices = _account_devices(_device_rows(tx, account_id))
+    devices = account_devices(tx, account_id)
     if not any(d.surface_kind == "phone" for d in devices):
         raise RelayError("no_phone_device")
     chosen: dict[str, AccountDevice] = {}

@@ -48,6 +48,21 @@ class Device(SQLModel, table=True):
     status_reported_at: int | None = None
 
 
+class AccountDeviceVersion(SQLModel, table=True):
+    """SQLite only: a random version of each account's devices as a send reads them, replaced by
+    triggers (migration 0022) on every change of those columns or of a push registration, so that
+    a send reuses the devices it read at the same version (``core.services.account_devices``).
+    PostgreSQL leaves the table empty. A migration that rebuilds ``devices`` or
+    ``push_registrations`` on SQLite drops their triggers: it must create them again
+    (``tests/core/store/test_account_device_versions.py`` checks they are there)."""
+
+    __tablename__ = "account_device_versions"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    account_id: str = Field(primary_key=True, max_length=36)
+    version: str = Field(max_length=16)
+
+
 class RegistrationChallenge(SQLModel, table=True):
     """An FCM registration waiting to be proved by the phone echoing a ``reg_challenge`` push."""
 

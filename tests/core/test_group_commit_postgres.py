@@ -18,8 +18,8 @@ from core.runtime import group_transaction as group_transaction_module
 from core.runtime.core import Core
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
+from core.services import account_devices as account_devices_module
 from core.services import queue as queue_module
-from core.services import send as send_module
 from core.services.delivery import enqueue
 from core.services.relay import read_queue
 from core.services.send import SendOut, send_notification
@@ -136,14 +136,14 @@ async def test_sends_in_a_group_use_the_devices_their_group_read_while_locking_t
     pair = await paired(running)
     token = await sender(running, pair)
     reads: list[str] = []  # each send's own read of its account's devices: the account
-    devices_statement = send_module._ACCOUNT_DEVICES
+    devices_statement = account_devices_module._ACCOUNT_DEVICES
 
     class Counted:
         def rows(self, connection: Any, **params: Any) -> list[tuple[Any, ...]]:
             reads.append(params["account"])
             return devices_statement.rows(connection, **params)
 
-    monkeypatch.setattr(send_module, "_ACCOUNT_DEVICES", Counted())
+    monkeypatch.setattr(account_devices_module, "_ACCOUNT_DEVICES", Counted())
     transactions = count_write_transactions(running)
     sends = [(send_notification, {"fields": {"message": f"job {n}"}, "ip": "10.9.9.9"}) for n in range(12)]
 

@@ -77,7 +77,10 @@ def run_sql(engine: Engine, statement: str, **parameters: object) -> None:
 def triggers(engine: Engine) -> list[str]:
     with engine.connect() as connection:
         names = connection.execute(
-            text("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+            text(
+                "SELECT name FROM sqlite_master"
+                " WHERE type = 'trigger' AND name LIKE 'queue_counts%' ORDER BY name"
+            )
         )
         return [name for (name,) in names]
 
