@@ -99,11 +99,6 @@ def packed_rows(device: ColumnElement[str], account: ColumnElement[str], floor: 
     )
 
 
-def listed(recipients: str, device: str) -> bool:
-    """``lists``, in Python: whether a packed row's ``recipients`` names ``device``."""
-    return f'"{device}"' in recipients
-
-
 # The account's first packed row at or above a floor, with its recipients; and a device's oldest
 # packed row at or above its floor, walked for in its account's rows.
 FIRST_AT_FLOOR = PreparedStatement(
@@ -126,19 +121,21 @@ OLDEST_LISTING = PreparedStatement(
 
 def oldest_packed(connection: Connection, account_id: str, floors: dict[str, int]) -> dict[str, int | None]:
     """Each device's oldest packed row at or above its floor (``floors``: by device), None when it
-    has none. The devices of one floor share one read of the account's first row there, and only
-    those it does not list walk on (each device of a full queue whose oldest entry was packed moved
-    its floor past the same row: a send to all of an account's devices lists each of them)."""
+    has none. The devices of one floor share one read of the account's first row there (its
+    ``recipients`` parsed once), and only those it does not list walk on (each device of a full
+    queue whose oldest entry was packed moved its floor past the same row: a send to all of an
+    account's devices lists each of them)."""
     by_floor: dict[int, list[str]] = {}
     for device, floor in floors.items():
         by_floor.setdefault(floor, []).append(device)
     oldest: dict[str, int | None] = {}
     for floor, devices in by_floor.items():
         first = FIRST_AT_FLOOR.rows(connection, account=account_id, floor=floor)
+        listed = json.loads(first[0][1]) if first else {}  # its recipients, parsed once for all
         for device in devices:
             if not first:  # the account has no packed row from there on
                 oldest[device] = None
-            elif listed(first[0][1], device):
+            elif device in listed:
                 oldest[device] = first[0][0]
             else:
                 oldest[device] = OLDEST_LISTING.scalar(
