@@ -53,16 +53,18 @@ def write_entries(
     """Write one entry to each recipient's queue (``blobs``, in order), with the ``shared``
     columns. ``account_id``: the recipients' account (they are all of one), when the caller knows
     it; an unpinned write to several devices is then one packed row. Without it, a row a device
-    (and a full queue's account is read)."""
+    (and, when a queue is to be trimmed, the account is read once)."""
     recipients = list(blobs)
     before = BEFORE[pinned].rows(connection, recipients=json.dumps(recipients))
     first = before[0][5] + 1  # the entries take the seqs after the last one handed out, in order
     newest = {row[0]: row[1] for row in before}
     numbered = {recipient: (first + n, newest[recipient] or 0) for n, recipient in enumerate(recipients)}
+    over = [row[0] for row in before if row[3] is not None and row[3] > KEPT[pinned]]  # queues to trim
+    account = _account(connection, account_id, over[0]) if over else ""
     full = {  # the queues the write takes one over the cap: each drops its oldest entry
         recipient: floor or 0 for recipient, _n, _o, count, floor, _l in before if count == KEPT[pinned] + 1
     }
-    packed_oldest = _oldest_packed(connection, account_id, full) if full else {}
+    packed_oldest = oldest_packed(connection, account, full) if full and account else {}
     if not pinned and len(recipients) > 1 and account_id is not None:
         packed, blob = pack(
             (recipient, numbered[recipient][0], sealed) for recipient, sealed in blobs.items()
@@ -75,14 +77,14 @@ def write_entries(
     for recipient, _newest, oldest_own, count, floor, _last in before:
         if count is None or count <= KEPT[pinned]:
             continue
-        oldest_packed = packed_oldest.get(recipient)
+        oldest_in_packed = packed_oldest.get(recipient)
         if count > KEPT[pinned] + 1:
-            _trim_excess(connection, trim, recipient, account_id, floor, count - KEPT[pinned])
-        elif oldest_own is not None and (oldest_packed is None or oldest_own < oldest_packed):
+            _trim_excess(connection, trim, recipient, account, floor, count - KEPT[pinned])
+        elif oldest_own is not None and (oldest_in_packed is None or oldest_own < oldest_in_packed):
             trim.own.append(oldest_own)
-        elif oldest_packed is not None:
-            trim.floors[recipient] = oldest_packed + 1
-            trim.passed.append(oldest_packed)
+        elif oldest_in_packed is not None:
+            trim.floors[recipient] = oldest_in_packed + 1
+            trim.passed.append(oldest_in_packed)
     counts = {
         recipient: (
             count_after_write(count, pinned=pinned),
@@ -114,25 +116,20 @@ def _insert_rows(
         insert_rows(len(chunk)).rows(connection, **rows)
 
 
-def _oldest_packed(
-    connection: Connection, account_id: str | None, floors: dict[str, int]
-) -> dict[str, int | None]:
-    """The oldest packed row of each full queue (``floors``: by recipient), in its account's rows."""
-    if account_id is None:  # a row a device: its account read once (every recipient is of one)
-        account_id = ACCOUNT_OF.scalar(connection, device_id=next(iter(floors)))
-        if account_id is None:  # the device is gone: so are its packed entries
-            return {}
-    return oldest_packed(connection, account_id, floors)
+def _account(connection: Connection, account_id: str | None, recipient: str) -> str:
+    """The recipients' account (they are all of one): as the caller gave it, or read once from one
+    of them ("": the device is gone, and its packed entries with it)."""
+    if account_id is not None:
+        return account_id
+    return ACCOUNT_OF.scalar(connection, device_id=recipient) or ""
 
 
 def _trim_excess(
-    connection: Connection, trim: _Trim, recipient: str, account: str | None, floor: int | None, excess: int
+    connection: Connection, trim: _Trim, recipient: str, account: str, floor: int | None, excess: int
 ) -> None:
     """A queue ``excess`` over what the write keeps: its oldest ``excess`` unpinned entries go,
     own rows and packed ones in seq order."""
-    if account is None:
-        account = ACCOUNT_OF.scalar(connection, device_id=recipient)
-    own, packed = oldest_entries(connection, recipient, account or "", floor or 0, excess)
+    own, packed = oldest_entries(connection, recipient, account, floor or 0, excess)
     going = sorted(own + packed)[:excess]
     trim.own += [seq for seq in going if seq in own]
     passed = [seq for seq in going if seq in packed]
