@@ -23,7 +23,7 @@ from core.errors import RelayError, invalid_body
 from core.principal import Principal
 from core.runtime.core import Core
 from core.services.auth import Accept, authenticated, bearer_from_header
-from core.services.limits import Limited, limit_headers
+from core.services.limits import Limited, limit_headers, settle_ip_peek
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -60,7 +60,13 @@ class Endpoint:
     errors: tuple[str, ...] = ()
     tag: str = "relaybox"
     description: str = ""
-    ip_limited: bool = False  # send class: the per-IP layers are checked before the token lookup
+    # Send class: the per-IP layers are checked before the token lookup, and a request refused with
+    # a 4xx settles the IP peek it owes (``core.services.limits.settle_ip_peek``), so that an IP
+    # over its budget gets 429 rather than the request's own error. Every 4xx of these routes
+    # comes before their send-class charge (which covers the IP layers), or is the charge's own
+    # 429; a 5xx may come after it (a failed commit), when the request counts in its IP's layers
+    # already, so it stands as it is.
+    ip_limited: bool = False
     auth_path_param: str | None = None  # the path parameter that carries the token (capability URL)
     body_doc: type[BaseModel] | None = None  # documents a body the handler reads itself (several types)
     error_doc: type[BaseModel] | None = None  # documents the errors of a handler that renders its own
@@ -74,6 +80,16 @@ class Endpoint:
         return Route(self.path, EndpointApp(self, core), methods=[self.method], name=self.operation_id)
 
     async def serve(self, core: Core, request: Request) -> Response:
+        if not self.ip_limited:
+            return await self._serve(core, request)
+        try:
+            return await self._serve(core, request)
+        except RelayError as error:
+            if error.status < 500:
+                await settle_ip_peek(core)  # raises the IP's 429 in its place, when over budget
+            raise
+
+    async def _serve(self, core: Core, request: Request) -> Response:
         ip = client_ip(request)
         principal = Principal.anonymous(ip)
         if self.auth is not None:

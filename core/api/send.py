@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
@@ -22,9 +20,7 @@ from core.domain.notification import (
     SEQUENCE_ID_PATTERN,
     URL_SCHEMA,
 )
-from core.errors import RelayError
 from core.services.auth import Accept
-from core.services.limits import settle_ip_peek
 from core.services.notification_clear import ClearOut, clear_notification
 from core.services.send import SendOut, send_notification
 
@@ -152,32 +148,6 @@ class SendRequest(BaseModel):
     )
 
 
-R = TypeVar("R")
-SETTLE_IP_PEEK: set[Callable[..., Any]] = set()  # the handlers that settle (each ip_limited one must)
-
-
-def settling_ip_peek(handler: Callable[[Call], Awaitable[R]]) -> Callable[[Call], Awaitable[R]]:
-    """The handler of an ``ip_limited`` endpoint: a request refused with a 4xx settles the IP peek
-    it owes (``core.services.limits.settle_ip_peek``), so that an IP over its budget gets 429
-    rather than the request's own error. Every 4xx these handlers' operations raise comes before
-    their send-class charge (which covers the IP layers), or is the charge's own 429; a 5xx may
-    come after it (a failed commit), when the request counts in its IP's layers already, so it
-    stands as it is."""
-
-    @functools.wraps(handler)
-    async def settled(call: Call) -> R:
-        try:
-            return await handler(call)
-        except RelayError as error:
-            if error.status < 500:
-                await settle_ip_peek(call.core)
-            raise
-
-    SETTLE_IP_PEEK.add(settled)
-    return settled
-
-
-@settling_ip_peek
 async def send(call: Call) -> BaseModel:
     fields = await read_fields(call.request, call.core.settings.max_body_bytes)
     if call.request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
@@ -195,12 +165,10 @@ def bare_form_message(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-@settling_ip_peek
 async def send_with_path_token(call: Call) -> BaseModel:
     return await send(call)
 
 
-@settling_ip_peek
 async def clear(call: Call) -> BaseModel:
     return await call.core.run(
         clear_notification,
