@@ -10,14 +10,17 @@ from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
 from core.api.forms import read_fields
+from core.api.ntfy_params import ntfy_headers_on_send
 from core.api.routing import Call, Endpoint
 from core.domain import urgent
 from core.domain.actions import ACTION_BODY_MAX_BYTES
+from core.domain.delivery_time import DELIVERY_FIELDS
 from core.domain.notification import (
     DEVICE_SELECTOR_SCHEMA,
     ICON_SCHEMA,
     SEQUENCE_ID_MAX_CHARS,
     SEQUENCE_ID_PATTERN,
+    TIMESTAMP_MAX,
     URL_SCHEMA,
 )
 from core.services.auth import Accept
@@ -49,6 +52,9 @@ SEND_ERRORS = (
     "rate_limit_exceeded",
     "too_many_urgent",
     "phone_app_outdated",
+    "invalid_timestamp",
+    "invalid_delay",
+    "delay_unsupported",
 )
 
 
@@ -146,13 +152,30 @@ class SendRequest(BaseModel):
         default=None,
         description=f"with repeat: stop repeating after this long, default {urgent.EXPIRE_DEFAULT_S}",
     )
+    timestamp: Annotated[int, Field(ge=1, le=TIMESTAMP_MAX)] | SkipJsonSchema[None] = Field(
+        default=None, description="Unix seconds the notification says it was sent (default: now)"
+    )
+    delay: str | int | SkipJsonSchema[None] = Field(
+        default=None,
+        description="deliver later: seconds, a duration (30m, 2h, 1d) or a Unix time, 10 s to 3 days "
+        "ahead. Not offered yet: 400 delay_unsupported (details.deliver_at), nothing is sent",
+    )
+    at: str | int | SkipJsonSchema[None] = Field(
+        default=None, description="deliver at: a Unix time or an ISO 8601 time with its zone; as delay"
+    )
 
 
 async def send(call: Call) -> BaseModel:
     fields = await read_fields(call.request, call.core.settings.max_body_bytes)
     if call.request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
         fields = bare_form_message(fields)
-    return await call.core.run(send_notification, call.principal, fields=fields, ip=call.ip)
+    delay, warnings = ntfy_headers_on_send(call.request.headers)
+    if delay is not None and not any(fields.get(name) not in (None, "") for name in DELIVERY_FIELDS):
+        fields = {**fields, "delay": delay}
+    sent: SendOut = await call.core.run(send_notification, call.principal, fields=fields, ip=call.ip)
+    if warnings:
+        sent.warnings = [*warnings, *sent.warnings]
+    return sent
 
 
 def bare_form_message(fields: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +215,9 @@ SEND_DESCRIPTION = (
     'acknowledged: with priority "urgent", repeat (seconds, 30-3600) makes the phone alert again that '
     "often until a device acknowledges it, the sender cancels it, or expire (seconds, 60-10800, default "
     "3600) passes; the answer's receipt is polled at GET /v1/receipts/{id} and cancelled at POST "
-    "/v1/receipts/{id}/cancel."
+    "/v1/receipts/{id}/cancel. A field the send does not know is named in warnings (and ignored); "
+    "so are ntfy's headers, but for its Delay, At and In, read as delay. delay or at (10 s to 3 days "
+    "ahead) is refused with 400 delay_unsupported until scheduled delivery is offered: never sent at once."
 )
 CLEAR_ERRORS = (
     "invalid_sequence_id",

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter
 
 from core.domain import payloads
+from core.domain.delivery_time import delivery_time
 from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
 from core.domain.secrets import new_prefixed_id
 from core.domain.urgent import UrgentReceipt, may_repeat
@@ -75,13 +76,16 @@ def _compose(
     """Everything a send does before its charge; refuses as the send does (nothing charged)."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
     note = checked_notification(fields)
+    _refuse_scheduled(fields, tx.now())
     _check_priority_cap(principal, note.priority)
     urgent = receipts.prepare(tx, principal, fields, note.priority)  # None unless it repeats
     msg_id = new_prefixed_id("msg")
     now = tx.now()
     attachment_id = new_prefixed_id("att")
     reference = attachments.reference(attachment, attachment_id) if attachment is not None else None
-    payload = payloads.notification(note, msg_id=msg_id, sent_at=now, attachment=reference, urgent=urgent)
+    # A repeating alert keeps the true time: the phone counts its repeats from it.
+    sent_at = note.timestamp if note.timestamp is not None and urgent is None else now
+    payload = payloads.notification(note, msg_id=msg_id, sent_at=sent_at, attachment=reference, urgent=urgent)
     encoded = payloads.encode(payload)  # once: every device gets the same plaintext, sealed to it
     size = len(encoded)
     if size > ENVELOPE_MAX_BYTES:
@@ -191,6 +195,15 @@ def field_error() -> Iterator[None]:
 
 def field_relay_error(error: InvalidFieldError) -> RelayError:
     return RelayError(error.code, error.message, details=error.details)
+
+
+def _refuse_scheduled(fields: Mapping[str, Any], now: int) -> None:
+    """A send that asks to be delivered later (``delay``, ``at``): its time is read (400
+    ``invalid_delay``), then refused, as scheduled delivery is not offered yet: never sent at once."""
+    with field_error():
+        deliver_at = delivery_time(fields, now)
+    if deliver_at is not None:
+        raise RelayError("delay_unsupported", details={"deliver_at": deliver_at})
 
 
 def _check_priority_cap(principal: Principal, priority: str) -> None:
