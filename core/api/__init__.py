@@ -8,8 +8,10 @@ from core.api import (
     attachments,
     devices,
     embedded_objects,
+    gotify,
     grants,
     health,
+    ntfy,
     pairing,
     phone,
     pushover,
@@ -43,6 +45,11 @@ BASE_ENDPOINTS: list[Endpoint] = [
 ]
 
 
+# Other services' APIs, served at the server's root in their own shapes (``docs/compat-*.md``), last
+# of every route (ntfy's ``/{topic}`` takes any path no other route does) and outside /openapi.json.
+COMPAT_ENDPOINTS: list[Endpoint] = [*gotify.ENDPOINTS, *ntfy.ENDPOINTS]
+
+
 def endpoints(settings: Settings) -> list[Endpoint]:
     """Every route the settings turn on (documents only when enabled: otherwise ``api_routes``
     answers a plain 404 there; the object routes only for the embedded store)."""
@@ -61,3 +68,11 @@ def api_routes(core: Core) -> list[BaseRoute]:
     if not core.settings.documents_enabled:  # every method: a plain 404, unlike an unknown path's JSON
         routes.append(Route(phone.DOCUMENTS_PATH, PLAIN_NOT_FOUND, include_in_schema=False))
     return routes
+
+
+def compat_routes(core: Core) -> list[BaseRoute]:
+    """The routes of ``COMPAT_ENDPOINTS``, for the end of the app's route list."""
+    routes = routes_by_path(COMPAT_ENDPOINTS, core)
+    for route in routes:
+        route.include_in_schema = False
+    return list(routes)

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from app.assembly import create_app
 from core.adapters.limits.base import LimitCheck, WindowKind
-from core.api import endpoints
+from core.api import COMPAT_ENDPOINTS, endpoints
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.domain.secrets import digest
@@ -169,6 +169,30 @@ BAD_REQUESTS: dict[tuple[str, str], Callable[[str], tuple[str, dict[str, Any]]]]
         "/v1/notifications/nope!",
         {"headers": bearer(token)},
     ),
+    ("POST", "/message"): lambda token: (
+        "/message",
+        {"json": {"title": "no message"}, "headers": bearer(token)},
+    ),
+    # ntfy's routes (a priority ntfy does not have; a sequence id relaybox does not take)
+    ("POST", "/"): lambda token: ("/", {"json": {"message": "no topic"}, "headers": bearer(token)}),
+    ("PUT", "/"): lambda token: ("/", {"content": b"{bad", "headers": bearer(token)}),
+    **{
+        (method, "/{topic}"): lambda token: ("/t", {"content": b"m", "headers": {**bearer(token), "p": "9"}})
+        for method in ("POST", "PUT")
+    },
+    **{
+        (method, "/{topic}/{sequence_id}"): lambda token: ("/t/nope!", {"headers": bearer(token)})
+        for method in ("POST", "PUT", "DELETE")
+    },
+    ("PUT", "/{topic}/{sequence_id}/clear"): lambda token: ("/t/nope!/clear", {"headers": bearer(token)}),
+    **{
+        ("GET", f"/{{topic}}/{verb}"): lambda token: ("/t/publish?p=9", {"headers": bearer(token)})
+        for verb in ("publish", "send", "trigger")
+    },
+    **{
+        ("GET", f"/{{topic}}/{kind}"): lambda token: ("/t/json", {"headers": bearer(token)})
+        for kind in ("json", "sse", "raw", "ws")
+    },
 }
 
 
@@ -180,7 +204,7 @@ def test_every_ip_limited_route_answers_the_ips_429_for_a_bad_request_with_a_cac
     settings: Settings, clock: ManualClock
 ) -> None:
     """No route can forget the owed peek: ``Endpoint.serve`` settles it for every ip_limited one."""
-    limited = {(e.method, e.path) for e in endpoints(settings) if e.ip_limited}
+    limited = {(e.method, e.path) for e in [*endpoints(settings), *COMPAT_ENDPOINTS] if e.ip_limited}
     assert limited == set(BAD_REQUESTS)
     for client, core in make_client(settings, clock, limit_ip_minute=2):
         token = str(create_token(client, register_phone(client))["token"])
