@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 from core.api import (
     attachments,
@@ -71,8 +72,22 @@ def api_routes(core: Core) -> list[BaseRoute]:
 
 
 def compat_routes(core: Core) -> list[BaseRoute]:
-    """The routes of ``COMPAT_ENDPOINTS``, for the end of the app's route list."""
-    routes = routes_by_path(COMPAT_ENDPOINTS, core)
-    for route in routes:
-        route.include_in_schema = False
-    return list(routes)
+    """The routes of ``COMPAT_ENDPOINTS``, for the end of the app's route list; each takes its own
+    methods only, so that another method on a path nothing else serves stays a 404."""
+    ntfy.register_topic_convertor()
+    return [
+        OwnMethodsRoute(
+            route.path, route.app, methods=route.methods, name=route.name, include_in_schema=False
+        )
+        for route in routes_by_path(COMPAT_ENDPOINTS, core)
+    ]
+
+
+class OwnMethodsRoute(Route):
+    """A route that is not a match at all for a method it does not take (Starlette's would be a
+    partial match, and the router's answer a 405): ntfy's ``/{topic}`` takes every one-segment
+    path, and an unknown path must stay a 404 to every method but ntfy's."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        return (Match.NONE, {}) if match is Match.PARTIAL else (match, child)

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -46,6 +47,26 @@ RESERVED_TOPICS = frozenset(
 BODY_MAX_BYTES = attachments.MAX_BYTES + 64 * 1024
 EMPTY_MESSAGE = "triggered"  # ntfy's message when a publish has none
 ATTACHMENT_LABEL_MAX_CHARS = 24
+
+
+class TopicPath(Convertor[str]):
+    """A topic in a path, never one of ``RESERVED_TOPICS``: relaybox's own paths keep the answers
+    they have (an unknown ``/v1/…`` route is a plain 404, a method ``/mcp`` or ``/static/…`` does
+    not take a 405), which refuse a publish to such a topic; the JSON publish refuses one with 400
+    ``invalid_topic``, in ntfy's shape."""
+
+    regex = "(?!(?:" + "|".join(sorted(RESERVED_TOPICS)) + ")(?:/|$))[-_A-Za-z0-9]{1,64}"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+def register_topic_convertor() -> None:
+    """Make ``{topic:ntfy_topic}`` known to Starlette's paths (idempotent; before the routes)."""
+    register_url_convertor("ntfy_topic", TopicPath())
 
 
 def ntfy_token(request: Request) -> str:
@@ -254,22 +275,23 @@ def _endpoint(method: str, path: str, handler: Any, summary: str) -> Endpoint:
     )
 
 
+TOPIC_PATH = "/{topic:ntfy_topic}"
 ENDPOINTS = [
     _endpoint("POST", "/", publish_json, "ntfy: publish as JSON"),
     _endpoint("PUT", "/", publish_json, "ntfy: publish as JSON"),
-    *(_endpoint(method, "/{topic}", publish, "ntfy: publish") for method in ("POST", "PUT")),
+    *(_endpoint(method, TOPIC_PATH, publish, "ntfy: publish") for method in ("POST", "PUT")),
     *(
-        _endpoint(m, "/{topic}/{sequence_id}", publish, "ntfy: publish in a sequence")
+        _endpoint(m, f"{TOPIC_PATH}/{{sequence_id}}", publish, "ntfy: publish in a sequence")
         for m in ("POST", "PUT")
     ),
-    _endpoint("DELETE", "/{topic}/{sequence_id}", clear, "ntfy: delete a sequence's notification"),
-    _endpoint("PUT", "/{topic}/{sequence_id}/clear", clear, "ntfy: clear a sequence's notification"),
+    _endpoint("DELETE", f"{TOPIC_PATH}/{{sequence_id}}", clear, "ntfy: delete a sequence's notification"),
+    _endpoint("PUT", f"{TOPIC_PATH}/{{sequence_id}}/clear", clear, "ntfy: clear a sequence's notification"),
     *(
-        _endpoint("GET", f"/{{topic}}/{verb}", publish, "ntfy: publish by GET")
+        _endpoint("GET", f"{TOPIC_PATH}/{verb}", publish, "ntfy: publish by GET")
         for verb in ("publish", "send", "trigger")
     ),
     *(
-        _endpoint("GET", f"/{{topic}}/{kind}", subscribe, "ntfy: subscribe")
+        _endpoint("GET", f"{TOPIC_PATH}/{kind}", subscribe, "ntfy: subscribe")
         for kind in ("json", "sse", "raw", "ws")
     ),
 ]

@@ -1,5 +1,6 @@
-"""ntfy's ``/{topic}`` comes last and takes any path nothing else serves: a topic named like one of
-relaybox's own first path segments is refused, and that list is in step with the app's routes."""
+"""ntfy's ``/{topic}`` comes last and takes any path nothing else serves, but for relaybox's own
+first path segments (``RESERVED_TOPICS``), which keep their answers; that list is in step with the
+app's routes."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 from app.assembly import create_app
 from core.adapters.limits.base import LimitCheck, WindowKind
 from core.api import COMPAT_ENDPOINTS, endpoints
+from core.api.ntfy import TOPIC_PATH
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.domain.secrets import digest
@@ -177,20 +178,23 @@ BAD_REQUESTS: dict[tuple[str, str], Callable[[str], tuple[str, dict[str, Any]]]]
     ("POST", "/"): lambda token: ("/", {"json": {"message": "no topic"}, "headers": bearer(token)}),
     ("PUT", "/"): lambda token: ("/", {"content": b"{bad", "headers": bearer(token)}),
     **{
-        (method, "/{topic}"): lambda token: ("/t", {"content": b"m", "headers": {**bearer(token), "p": "9"}})
+        (method, TOPIC_PATH): lambda token: ("/t", {"content": b"m", "headers": {**bearer(token), "p": "9"}})
         for method in ("POST", "PUT")
     },
     **{
-        (method, "/{topic}/{sequence_id}"): lambda token: ("/t/nope!", {"headers": bearer(token)})
+        (method, f"{TOPIC_PATH}/{{sequence_id}}"): lambda token: ("/t/nope!", {"headers": bearer(token)})
         for method in ("POST", "PUT", "DELETE")
     },
-    ("PUT", "/{topic}/{sequence_id}/clear"): lambda token: ("/t/nope!/clear", {"headers": bearer(token)}),
+    ("PUT", f"{TOPIC_PATH}/{{sequence_id}}/clear"): lambda token: (
+        "/t/nope!/clear",
+        {"headers": bearer(token)},
+    ),
     **{
-        ("GET", f"/{{topic}}/{verb}"): lambda token: ("/t/publish?p=9", {"headers": bearer(token)})
+        ("GET", f"{TOPIC_PATH}/{verb}"): lambda token: ("/t/publish?p=9", {"headers": bearer(token)})
         for verb in ("publish", "send", "trigger")
     },
     **{
-        ("GET", f"/{{topic}}/{kind}"): lambda token: ("/t/json", {"headers": bearer(token)})
+        ("GET", f"{TOPIC_PATH}/{kind}"): lambda token: ("/t/json", {"headers": bearer(token)})
         for kind in ("json", "sse", "raw", "ws")
     },
 }
