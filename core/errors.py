@@ -77,7 +77,10 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "payload_too_large": ErrorSpec(413, "The notification is larger than 2048 bytes once serialized."),
     "invalid_attachment": ErrorSpec(400, "The attachment is empty or its type is not a MIME type."),
     "attachment_too_large": ErrorSpec(413, "The attachment is larger than 5 MB."),
-    "priority_emergency_unsupported": ErrorSpec(400, "Emergency priority (2) is not supported."),
+    "invalid_sound": ErrorSpec(400, "sound is one of those GET /v1/sounds.json lists."),
+    "pushover_feature_unsupported": ErrorSpec(
+        400, "This Pushover feature is not offered here (details: feature)."
+    ),
     "invalid_topic": ErrorSpec(
         400, "A topic is 1-64 characters of A-Z a-z 0-9 _ - and not one of relaybox's paths."
     ),

@@ -16,6 +16,7 @@ from core.api import (
     pairing,
     phone,
     pushover,
+    pushover_receipts,
     receipts,
     relay,
     send,
@@ -39,6 +40,7 @@ BASE_ENDPOINTS: list[Endpoint] = [
     *relay.ENDPOINTS,
     *send.ENDPOINTS,
     *pushover.ENDPOINTS,
+    *pushover_receipts.ENDPOINTS,  # before receipts: /v1/receipts/{id}.json would match {id}
     *receipts.ENDPOINTS,
     *attachments.ENDPOINTS,
     *transfers.ENDPOINTS,

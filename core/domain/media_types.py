@@ -59,3 +59,11 @@ def _is_text(head: bytes) -> bool:
         # A multi-byte character cut at the end of the sample is still text.
         return error.start >= len(head) - 3 and error.reason == "unexpected end of data"
     return b"\x00" not in head
+
+
+def extension_for(kind: str) -> str:
+    """The usual extension of a media type ("" when none is known), for a file the sender named not."""
+    for _, known, extension in _SIGNATURES:
+        if known == kind:
+            return extension
+    return _BY_EXTENSION.guess_extension(kind) or ("" if kind != "text/plain" else ".txt")

@@ -97,7 +97,12 @@ def _compose(
 
 
 def _dispatch(
-    tx: Tx, principal: Principal, ip: str, attachment: SealedAttachment | None, send: _Composed
+    tx: Tx,
+    principal: Principal,
+    ip: str,
+    attachment: SealedAttachment | None,
+    send: _Composed,
+    receipt_callback: str | None = None,
 ) -> SendOut:
     """The send's charge, then its envelopes queued and pushed, its receipt kept; its answer."""
     rate_limit, monthly = charge_send_class(tx, principal, ip)
@@ -120,7 +125,15 @@ def _dispatch(
     )
     if send.urgent is not None:
         ids = [device.device_id for device in devices]
-        receipts.keep(tx, principal, send.urgent, msg_id=send.msg_id, device_ids=ids, payload=send.payload)
+        receipts.keep(
+            tx,
+            principal,
+            send.urgent,
+            msg_id=send.msg_id,
+            device_ids=ids,
+            payload=send.payload,
+            callback_url=receipt_callback,
+        )
     return SendOut(
         id=send.msg_id,
         sequence_id=note.sequence_id or send.msg_id,
@@ -139,6 +152,7 @@ def _plan_send(
     fields: Mapping[str, Any],
     ip: str,
     attachment: SealedAttachment | None = None,
+    receipt_callback: str | None = None,
 ) -> Planned | None:
     """A send taken as far as its charge, to be charged with the group's other sends
     (``core.runtime.ahead``); ``None`` for one whose part before it reads what another send of the
@@ -159,11 +173,14 @@ def send_notification(
     fields: Mapping[str, Any],
     ip: str,
     attachment: SealedAttachment | None = None,
+    receipt_callback: str | None = None,
 ) -> SendOut:
     """Validate, cap, size-check, charge the limits, then encrypt per device and dispatch. An
     ``attachment`` (sealed by the caller, off the event loop) is parked as one ciphertext for as
-    long as the notification lives; each device's envelope carries its key."""
-    return _dispatch(tx, principal, ip, attachment, _compose(tx, principal, fields, attachment))
+    long as the notification lives; each device's envelope carries its key. ``receipt_callback``
+    (a URL checked by the caller): an urgent send that repeats calls it back once acknowledged."""
+    send = _compose(tx, principal, fields, attachment)
+    return _dispatch(tx, principal, ip, attachment, send, receipt_callback)
 
 
 # The answer's devices built by pydantic's validator from plain dicts, in Rust: a third cheaper a

@@ -19,6 +19,7 @@ from core.store.kept_tables import QueueCount as QueueCount
 from core.store.waited_tables import Interaction as Interaction
 from core.store.waited_tables import InteractionCallback as InteractionCallback
 from core.store.waited_tables import Receipt as Receipt
+from core.store.waited_tables import ReceiptCallback as ReceiptCallback
 
 
 class Account(SQLModel, table=True):

@@ -57,7 +57,8 @@ class WebhookPoster:
             self._tls.load_verify_locations(cafile=str(ca_file))
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> Outcome:
-        """POST ``body`` to ``url`` with ``headers``; the outcome, within ``timeout_s``."""
+        """POST ``body`` to ``url`` with ``headers`` (JSON unless they name another Content-Type);
+        the outcome, within ``timeout_s``."""
         try:
             with anyio.fail_after(self.timeout_s):
                 return await self._post(url, headers, body)
@@ -84,7 +85,7 @@ class WebhookPoster:
             return address
         pinned = f"[{address}]" if address.version == 6 else str(address)
         target = f"https://{pinned}:{port}{parts.path or '/'}" + (f"?{parts.query}" if parts.query else "")
-        sent = {**headers, "Host": parts.netloc, "User-Agent": USER_AGENT, "Content-Type": "application/json"}
+        sent = {"Content-Type": "application/json", **headers, "Host": parts.netloc, "User-Agent": USER_AGENT}
         try:
             async with (
                 httpx.AsyncClient(
