@@ -125,7 +125,7 @@ async def publish_json(call: Call) -> Response:
     if not isinstance(data, dict):
         raise RelayError("invalid_body", "ntfy's JSON publish is an object with a topic.")
     topic = checked_topic(data.get("topic"))
-    read = read_publish(Params.of_json(data))
+    read = read_publish(Params.of_json(data, call.request.headers, call.request.query_params))
     if read.filename and not read.attach_url:
         raise RelayError("invalid_body", "A JSON publish carries no file: filename goes with attach.")
     return await _send(call, topic, read, None)

@@ -91,15 +91,17 @@ class Params:
         self._values: dict[str, str] | None = None
 
     @classmethod
-    def of_json(cls, data: Mapping[str, Any]) -> Params:
-        params = cls({}, {})
+    def of_json(cls, data: Mapping[str, Any], headers: Mapping[str, str], query: Mapping[str, str]) -> Params:
+        """A JSON publish: its fields, over the request's headers and query (as ntfy sets each
+        field as its header and reads on)."""
+        params = cls(headers, query)
         given = {key: data[key] for key in JSON_FIELDS if data.get(key) not in (None, "", 0)}
         params._values = {key: _json_text(key, value) for key, value in given.items()}
         return params
 
     def get(self, key: str) -> str:
-        if self._values is not None:
-            return self._values.get(key, "").strip()
+        if self._values is not None and self._values.get(key, "").strip():
+            return self._values[key].strip()
         for name in NAMES[key]:
             value = _header_text(self._headers.get(name, "")).strip()
             if value and not (name == "priority" and _HTTP_PRIORITY.match(value)):

@@ -159,6 +159,14 @@ def test_json_publish_at_the_root(http: httpx.Client, core: Core, phone: FakeDev
         {"action": "view", "label": "diskspace.jpg", "url": "https://filesrv.lan/space.jpg"},
     ]
     refused(http.post("/", json={"message": "no topic"}, headers=bearer(token)), 400, "invalid_topic")
+    # Headers go on applying beside the JSON fields (Apprise sends its priority and tags so): a
+    # field wins over its header.
+    headers = {**bearer(token), "X-Priority": "5", "X-Tags": "a,b", "X-Title": "header title"}
+    assert http.post(
+        "/", json={"topic": "t", "message": "both", "title": "field"}, headers=headers
+    ).is_success
+    payload = last(core, phone)
+    assert (payload["priority"], payload["tags"], payload["title"]) == ("urgent", ["a", "b"], "field")
 
 
 def test_ntfys_ways_of_giving_a_token(http: httpx.Client, core: Core, phone: FakeDevice, token: str) -> None:
