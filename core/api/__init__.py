@@ -68,8 +68,8 @@ def api_routes(core: Core) -> list[BaseRoute]:
     routes.append(
         Route("/openapi.json", openapi_response(document), methods=["GET"], include_in_schema=False)
     )
-    if not core.settings.documents_enabled:  # every method: a plain 404, unlike an unknown path's JSON
-        routes.append(Route(phone.DOCUMENTS_PATH, PLAIN_NOT_FOUND, include_in_schema=False))
+    # Every method: a plain 404, unlike an unknown path's JSON (the specification's "not yet enabled").
+    routes.append(Route(phone.DOCUMENTS_PATH, PLAIN_NOT_FOUND, include_in_schema=False))
     return routes
 
 

@@ -131,7 +131,7 @@ async def _send(core: Core, attempt: Attempt) -> None:
 def _body(event: str, row: Interaction, now: int, text: str | None) -> bytes:
     """The event as JSON (Standard Webhooks' payload: type, timestamp, data)."""
     at = row.answered_at if event == "answered" and row.answered_at is not None else row.expires_at
-    data = interaction_out(row, now, created=False, text=text).model_dump(mode="json", exclude_none=True)
+    data = interaction_out(row, now, text=text).model_dump(mode="json", exclude_none=True)
     payload = {
         "type": f"interaction.{event}",
         "timestamp": datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
