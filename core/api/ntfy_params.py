@@ -19,7 +19,7 @@ import email.header
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from core.domain.field_checks import InvalidFieldError
@@ -127,8 +127,6 @@ class Publish:
     fields: dict[str, Any]
     attach_url: str = ""
     filename: str = ""
-    message_given: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)  # echoed in the answer
 
 
 def read_publish(params: Params, *, markdown_type: bool = False) -> Publish:
@@ -175,7 +173,7 @@ def read_publish(params: Params, *, markdown_type: bool = False) -> Publish:
     attach = params.get("attach")
     if attach and not attach.lower().startswith(("http://", "https://")):
         raise RelayError("invalid_url", "Attach must be an http(s) URL.")
-    return Publish(fields, attach, params.get("filename"), bool(message))
+    return Publish(fields, attach, params.get("filename"))
 
 
 def ntfy_headers_on_send(headers: Mapping[str, str]) -> tuple[str | None, list[str]]:
