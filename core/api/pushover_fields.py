@@ -89,12 +89,8 @@ def _sounded(level: str, sound: Any) -> str:
 
 
 def _flag(given: dict[str, Any], name: str) -> bool:
-    value = given.get(name)
-    if value in (None, "", "0", 0, False):
-        return False
-    if value in ("1", 1, True):
-        return True
-    raise RelayError("invalid_body", f"{name} is 1 or 0.")
+    """Pushover's ``1`` turns it on; anything else leaves it off (pushover-complete sends ``False``)."""
+    return str(given.get(name, "")).strip().lower() in ("1", "true", "yes", "on")
 
 
 def _formatted(fields: dict[str, Any], *, html: bool, monospace: bool) -> None:
