@@ -46,7 +46,7 @@ def _policy(connect_src: str) -> str:
             "default-src 'self'",
             "script-src 'self'",
             "style-src 'self'",
-            "img-src 'self'",
+            "img-src 'self' blob:",  # an attachment, opened in the page (webapp/app/attachments.js)
             "font-src 'self'",
             f"connect-src {connect_src}",
             "worker-src 'self'",
