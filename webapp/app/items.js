@@ -109,11 +109,17 @@
     });
   }
 
-  /** Mark a question closed (answered, here or elsewhere, or expired), unless it is already. */
+  /**
+   * Mark a question closed (answered, here or elsewhere, or expired). Once closed, it only learns
+   * more: who answered (the server's news after a 409 here), or that the answer was this browser's
+   * (its own answer's reply, which may come after the server's news of it).
+   */
   function closeQuestion(id, closed) {
     return patch(appKey("question", id), function (known) {
-      if (known.state !== "open" && !(closed.by && known.state === "answered" && !known.by)) return {};
-      return Object.assign({ waiting: false }, closed);
+      if (known.state === "open") return Object.assign({ waiting: false }, closed);
+      if (closed.mine) return { state: "answered", mine: true, typed: closed.typed, by: closed.by, choice: closed.choice };
+      if (closed.by && !known.by) return { state: "answered", by: closed.by, choice: closed.choice };
+      return {};
     });
   }
 
