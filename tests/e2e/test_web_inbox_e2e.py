@@ -7,6 +7,7 @@ computer cannot make the phone's alarm loop."""
 
 from __future__ import annotations
 
+import base64
 import struct
 import threading
 import zlib
@@ -17,6 +18,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page
 
+from core.domain.canonical import canonical_json
+from core.domain.envelope import seal
 from tests.browser import watched
 from tests.e2e.conftest import RelayboxServer
 from tests.e2e.web_phone import (
@@ -31,6 +34,7 @@ from tests.e2e.web_phone import (
     eventually,
     show_view,
 )
+from tests.helpers import start_pairing
 from tests.oauth.flow import Authorization, decide, exchange, open_consent, redirect_params, register_client
 
 pytestmark = pytest.mark.e2e
@@ -243,6 +247,50 @@ def test_a_ring_rings_until_stop_and_a_senders_ring_sequence_is_its_own(
                 assert tags == ["app:ring", "s:ring"]
                 ringing.get_by_role("button", name="Stop ringing").click()
                 page.locator("#inbox li.kind-ring", has_text="you stopped it").wait_for()
+            problems = watch.problems()
+        finally:
+            context.close()
+    assert problems == [], problems
+
+
+def test_a_paired_computer_cannot_make_the_phone_alarm(tmp_path: Path, browser: Browser) -> None:
+    """Urgent fields count only in what the server sealed: a computer's notification carrying a
+    receipt, a 1 ms repeat and a far expiry is shown as an ordinary notification, and no alarm."""
+    with RelayboxServer(tmp_path / "server") as server:
+        url = server.wait_until_ready()
+        context = phone_context(browser, url)
+        try:
+            page = context.new_page()
+            watch = watched(page, url)
+            become_the_phone(page, url)
+            phone_id, _ = page.evaluate(IDENTITY)
+            with httpx.Client(base_url=url, timeout=10) as http:
+                laptop, code = start_pairing(http, name="laptop")
+                enter_code(page, code)
+                page.locator("#safety-number").wait_for()
+                _, phone_token = page.evaluate(IDENTITY)
+                me = http.get("/v1/devices/me", headers={"Authorization": f"Bearer {phone_token}"}).json()
+                phone_public = base64.b64decode(me["public_key"])
+                forged = {
+                    "type": "notification",
+                    "id": "msg_forged",
+                    "message": "loop forever",
+                    "priority": "urgent",
+                    "receipt": "rcp_" + "0" * 32,
+                    "repeat": 0.001,
+                    "expire_at": 4_000_000_000,
+                }
+                blob = seal(canonical_json(forged), laptop.secret_key, phone_public)
+                relayed = http.post(
+                    "/v1/envelopes",
+                    json={"to": phone_id, "type": "notification", "blob": base64.b64encode(blob).decode()},
+                    headers=laptop.auth,
+                )
+                assert relayed.status_code in (200, 201, 202), relayed.text
+            show_view(page, "Inbox")
+            page.locator("#inbox li.kind-notification", has_text="loop forever").wait_for()
+            page.wait_for_timeout(1000)
+            assert page.locator("li.kind-urgent").count() == 0 and page.locator("#pinned li").count() == 0
             problems = watch.problems()
         finally:
             context.close()

@@ -103,9 +103,12 @@
     return [];
   }
 
+  /** Stop an alert (acknowledged, "mine": here, cancelled, expired). This browser's own
+   * acknowledgement may learn it was "mine" after the server's stop said "acknowledged". */
   function stopUrgent(receipt, reason) {
     return patch(appKey("urgent", receipt), function (known) {
-      return known.state === "alerting" ? { state: reason || "stopped", waiting: false } : {};
+      var mine = reason === "mine" && known.state === "acknowledged";
+      return known.state === "alerting" || mine ? { state: reason || "stopped", waiting: false } : {};
     });
   }
 

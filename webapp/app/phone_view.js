@@ -5,7 +5,7 @@
 // drawn again, the page's own notification shown, and an operation done (ring, reminder, document).
 import "/app/items.js";
 import { drawInbox, initInbox } from "/app/inbox.js";
-import { notifyOs } from "/app/note_view.js";
+import { closeOs, notifyOs } from "/app/note_view.js";
 import "/app/notes.js";
 import { openFrame, reportBuild, WEB_APP_BUILD } from "/app/phone.js";
 import { cancel, pullDocument, pushPayload, remember, ring, schedule } from "/app/phone_ops.js";
@@ -78,8 +78,12 @@ async function act(identity, payload, from) {
   const type = payload.type;
   if (type === "notification" && !items.urgency(payload, from)) {
     await notifyOs(payload, await notes.emojiTable());
+  } else if (type === "notification_clear") {
+    await closeOs(items.senderKey({ sequence_id: payload.sequence_id }));
   } else if (type === "interaction_request") {
     notify({ title: "Question", message: payload.question, tag: items.appKey("question", payload.id), urgent: true });
+  } else if (type === "interaction_closed") {
+    await closeOs(items.appKey("question", payload.id)).catch(() => {});
   } else if (type === "urgent_stop") {
     await settle(payload.receipt, payload.reason, changed);
   } else if (type === "reminder") {
