@@ -129,8 +129,10 @@ Start connecting again from {name}.</p></section>
 <input type="hidden" name="csrf_token" value="{escape(view.csrf_token)}">
 <p id="confirmed-by">Confirmed on your phone.</p>
 <fieldset><legend>{name} asks to:</legend>{boxes}</fieldset>
-<div class="button-row"><button class="button" type="submit" name="decision" value="deny" id="deny">Deny</button>
-<button class="button primary" type="submit" name="decision" value="allow" id="allow">Allow</button></div></form>
+<div class="button-row">
+<button class="button" type="submit" name="decision" value="deny" id="deny">Deny</button>
+<button class="button primary" type="submit" name="decision" value="allow" id="allow">Allow</button>
+</div></form>
 </div></main><script nonce="{nonce}">{SCRIPT}</script></body></html>"""
     return HTMLResponse(body, headers=page_headers(nonce, csp_source(view.redirect_uri)))
 

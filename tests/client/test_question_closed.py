@@ -67,7 +67,7 @@ def test_the_running_phone_prints_a_question_closed_elsewhere(
 
 
 def test_a_computer_says_in_one_line_that_the_phones_question_was_answered() -> None:
-    payload = {"type": "interaction_closed", "id": "int_1", "reason": "answered"}
+    payload: dict[str, Any] = {"type": "interaction_closed", "id": "int_1", "reason": "answered"}
     payload |= {"answered_by": {"device_id": "d", "name": "Pixel"}, "choice_index": 0, "at": 1}
     item = Received(7, "envelope", "server", "server", "interaction_closed", payload)
     assert default_dispatcher().describe(item) == "[seq 7] question int_1 answered on Pixel"

@@ -35,7 +35,10 @@ MESSAGE = """Deployed **v2.4** to `prod` in 3 min:
 <script>window.__pwned = 1</script> <img src="x" onerror="window.__pwned = 2">
 [bad](javascript:window.__pwned=3) ![pixel](https://tracker.example/p.png)"""
 # The OS notifications of a sender's sequence: their tag is the sequence in the senders' namespace.
-BY_TAG = f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag === 's:' + s).map(n => [n.title, n.body, n.renotify]))"
+BY_TAG = (
+    f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag === 's:' + s)"
+    ".map(n => [n.title, n.body, n.renotify]))"
+)
 
 
 def entry(page: Page, sequence_id: str) -> Any:

@@ -28,7 +28,8 @@ def axe_violations(page: Page, impacts: tuple[str, ...] = SERIOUS) -> list[str]:
     """axe-core's violations of ``impacts`` on the page as it is now: rule, impact and where."""
     results = page.evaluate("() => axe.run(document, { resultTypes: ['violations'] })")
     return [
-        f"{violation['id']} ({violation['impact']}): {', '.join(map(str, node['target']))} — {violation['help']}"
+        f"{violation['id']} ({violation['impact']}): {', '.join(map(str, node['target']))}: "
+        f"{violation['help']}"
         for violation in results["violations"]
         if violation["impact"] in impacts
         for node in violation["nodes"]

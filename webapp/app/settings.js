@@ -154,9 +154,11 @@ function initTokens(identity) {
     const status = $("copy-status");
     try {
       await navigator.clipboard.writeText($("new-token-value").textContent);
+      status.className = "copy-status";
       status.textContent = "Copied.";
     } catch {
       getSelection().selectAllChildren($("new-token-value"));
+      status.className = "copy-status failed";
       status.textContent = "This browser did not allow copying: the token is selected, copy it by hand.";
     }
   });
@@ -234,6 +236,7 @@ export function initViews(identity, build) {
   initPair(identity);
   initTokens(identity);
   initSettings(identity, build);
+  drawPush(identity).catch(() => {}); // the inbox's banner says whether notifications are on
   return async (view) => {
     if (view === "tokens") await drawTokens(identity);
     else if (view === "assistants") await drawGrants(identity);
