@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -99,14 +100,20 @@ def say(message: str) -> None:
 def run(command: list[str]) -> int:
     """Run ``command`` in the repository and return its exit status. Ctrl-C in the terminal reaches
     the command too (the whole foreground process group gets it): wait for it to stop in its own
-    way (the server's graceful stop, pytest's summary) rather than kill it, and pass on its status."""
+    way (the server's graceful stop, pytest's summary) rather than kill it, and pass on its status.
+    A SIGTERM sent to this script alone (a service manager, ``kill PID``) is passed on to the
+    command, which then stops in its own way too, instead of being left running without a parent."""
     child = subprocess.Popen(command, cwd=ROOT)
-    while True:
-        try:
-            code = child.wait()
-        except KeyboardInterrupt:
-            continue
-        return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
+    try:
+        while True:
+            try:
+                code = child.wait()
+            except KeyboardInterrupt:
+                continue
+            return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main() -> int:

@@ -184,6 +184,7 @@ class AnnouncingServer(uvicorn.Server):
         print(f"relaybox is listening on {self.url}", flush=True)
         relaybox = relaybox_command()
         print(
+            f"  web app: {self.url}/app/   # open it on your phone (a phone needs https: docs/webapp.md)\n"
             "next: in another terminal run\n"
             f"  {relaybox} phone register --server {self.url}   # a virtual phone\n"
             f"  {relaybox} pair --server {self.url}   # pair this computer\n"

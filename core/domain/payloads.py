@@ -124,6 +124,25 @@ def interaction_request(
     )
 
 
+def interaction_closed(
+    *, interaction_id: str, answered_by: str, answered_by_name: str, choice_index: int | None, at: int
+) -> dict[str, Any]:
+    """The question ``interaction_id`` was answered (by the device ``answered_by``, with
+    ``choice_index`` unless only a typed reply answered it): every device of the account closes it,
+    the one that answered too (the same phone may run twice). Never the typed reply. A question that
+    expires sends nothing: each phone closes it at its ``expires_at`` by itself."""
+    return _without_none(
+        {
+            "type": "interaction_closed",
+            "id": interaction_id,
+            "reason": "answered",
+            "answered_by": {"device_id": answered_by, "name": answered_by_name},
+            "choice_index": choice_index,
+            "at": at,
+        }
+    )
+
+
 def document(*, document_id: str, filename: str, content: str) -> dict[str, Any]:
     """A text document for the phone's Downloads folder (parked as ciphertext until pulled)."""
     return {"type": "document", "document_id": document_id, "filename": filename, "content": content}

@@ -28,6 +28,7 @@ from core.runtime.tx import Tx
 from core.services import callbacks
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import send_server_message
+from core.services.interaction_closed import announce_answer
 from core.services.interaction_models import Answer as Answer
 from core.services.interaction_models import CallbackStatus, Status
 from core.services.interaction_models import InteractionCreate as InteractionCreate
@@ -221,8 +222,17 @@ def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, bod
         answered = bool(lost) and StateRow(*lost[0][:STATE_WIDTH]).answered_at is not None
         raise RelayError("already_answered" if answered else "interaction_expired")
     callbacks.on_answered(tx, interaction_id)
+    state = StateRow(*won[0])
+    announce_answer(
+        tx,
+        account_id,
+        interaction_id,
+        answered_by=device_id,
+        choice_index=state.choice_index,
+        expires_at=state.expires_at,
+    )
     tx.emit(Published(answered_topic(interaction_id), "answered"))
-    return interaction_out(StateRow(*won[0]), now, created=False)
+    return interaction_out(state, now, created=False)
 
 
 def _owned(tx: Tx, principal: Principal, interaction_id: str) -> Interaction:

@@ -34,8 +34,10 @@ MESSAGE = """Deployed **v2.4** to `prod` in 3 min:
 
 <script>window.__pwned = 1</script> <img src="x" onerror="window.__pwned = 2">
 [bad](javascript:window.__pwned=3) ![pixel](https://tracker.example/p.png)"""
+# The OS notifications of a sender's sequence: their tag is the sequence in the senders' namespace.
 BY_TAG = (
-    f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag === s).map(n => [n.title, n.body, n.renotify]))"
+    f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag === 's:' + s)"
+    ".map(n => [n.title, n.body, n.renotify]))"
 )
 
 
@@ -55,7 +57,6 @@ def test_the_open_web_phone_shows_replaces_and_clears_a_rich_notification(
             watch = watched(page, url)
             become_the_phone(page, url)
             auth = {"Authorization": f"Bearer {create_token(page)}"}
-            page.locator("#new-token").evaluate("box => box.hidden = true")  # the token is not the subject
             rich = {
                 "title": "Deploy",
                 "message": MESSAGE,
@@ -129,7 +130,7 @@ def test_the_open_web_phone_shows_replaces_and_clears_a_rich_notification(
                 }
                 assert http_client.post("/v1/send", json=update, headers=auth).status_code == 200
                 shown.filter(has_text="rolled back").wait_for()
-                assert page.locator("#inbox li.note").count() == 1
+                assert page.locator("#inbox li.kind-notification").count() == 1
                 eventually(
                     page, lambda: page.evaluate(BY_TAG, "deploy-42") == [["Deploy", "rolled back", True]]
                 )
@@ -181,6 +182,6 @@ def test_a_closed_web_phone_replaces_by_sequence_and_applies_a_clear_when_the_ap
         assert len(push_service.received) == pushed  # not pushed to a browser
         assert page.evaluate(BY_TAG, "backup-1") == [["⌛ Backup", "2/2 verifying", False]]
         page.goto(f"{url}/app/")  # the app opens and reads its queue: the clear takes it away
-        page.locator("#inbox li.note", has_text="disk almost full").wait_for()
+        page.locator("#inbox li.kind-notification", has_text="disk almost full").wait_for()
         eventually(page, lambda: page.evaluate(BY_TAG, "backup-1") == [])
         assert entry(page, "backup-1").count() == 0 and entry(page, "disk").count() == 1

@@ -68,7 +68,7 @@ def test_a_browser_is_the_phone_pairs_a_cli_computer_and_shows_a_curl_notificati
                 headers={"Authorization": f"Bearer {token}"},
             )
             assert sent.status_code == 200, sent.text
-            entry = page.locator("#inbox li.note", has_text="Backup done")
+            entry = page.locator("#inbox li.kind-notification", has_text="Backup done")
             entry.wait_for()
             assert entry.locator(".note-title").inner_text() == "Backup"
             assert ["Backup", "Backup done"] in eventually(page, lambda: page.evaluate(SHOWN))
