@@ -142,8 +142,9 @@ def _port(text: str) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from core.store import migrate
+    from core.bootstrap import NEWER_SCHEMA
     from core.store.database import make_engine
+    from core.store.schema_version import upgrade_unless_newer
 
     settings = _settings(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -151,11 +152,12 @@ def _migrate(args: argparse.Namespace) -> int:
         from app.logs import configure_logging
 
         configure_logging(settings.log_format, settings.log_level)
-    migrate.upgrade(make_engine(settings.effective_database_url))
+    newer = upgrade_unless_newer(make_engine(settings.effective_database_url))
+    message = NEWER_SCHEMA % newer if newer else "database is at the newest schema"
     if settings.log_format == "json":
-        logging.getLogger("relaybox").info("database is at the newest schema")
+        logging.getLogger("relaybox").log(logging.WARNING if newer else logging.INFO, message)
     else:
-        print("database is at the newest schema")
+        print(message)
     return 0
 
 

@@ -25,12 +25,17 @@ from core.server_keys import ServerKeys, load_server_keys
 from core.services.push_registration import forget_push_registration
 from core.settings import Settings
 from core.startup import StartupError, readable_file
-from core.store import migrate
 from core.store.database import is_sqlite, make_engine
 from core.store.deadline import bound_connections
+from core.store.schema_version import upgrade_unless_newer
 from core.store.shared_secrets import KeepOnce, keep_once
 
 log = logging.getLogger("relaybox.core")
+
+NEWER_SCHEMA = (
+    "the database schema (%s) is newer than this release's migrations: running on it unchanged "
+    "(a rollback, or a rolling upgrade in progress)"
+)
 
 # Builds one push sender from the settings, or None when its service is not configured.
 SenderFactory = Callable[[Settings], PushSender | None]
@@ -48,8 +53,10 @@ def build_core(
     answer callbacks resolve their hosts, the system's resolver unless given."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.effective_database_url)
-    if settings.migrate_on_start:
-        migrate.upgrade(engine)  # before the deadline: a migration may rightly take longer
+    if settings.migrate_on_start:  # before the deadline: a migration may rightly take longer
+        newer = upgrade_unless_newer(engine)
+        if newer is not None:
+            log.warning(NEWER_SCHEMA, newer)
     if not is_sqlite(settings.effective_database_url):
         bound_connections(engine, settings.database_timeout_s)
     keys = load_server_keys(settings)
