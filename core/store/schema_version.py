@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Engine
 
 from core.store import migrate
@@ -25,7 +26,11 @@ def newer_schema(engine: Engine) -> str | None:
 def upgrade_unless_newer(engine: Engine) -> str | None:
     """``migrate.upgrade`` to this release's newest schema, unless the database is at a newer one:
     then nothing is changed and that revision is returned."""
-    newer = newer_schema(engine)
-    if newer is None:
+    try:
         migrate.upgrade(engine)
-    return newer
+    except CommandError:  # "Can't locate revision": asked only then, so a normal start pays nothing
+        newer = newer_schema(engine)
+        if newer is None:
+            raise
+        return newer
+    return None
