@@ -71,6 +71,20 @@ def ensure_browser() -> None:
     subprocess.run([apt, "install", "-y", "-qq", "chromium"], check=True, env=quiet)
 
 
+def ensure_proxies() -> None:
+    """tests/deploy runs the shipped nginx server block under nginx and adapts the Caddyfile with
+    Caddy. Install Debian's where we may (root with apt-get); elsewhere those tests skip."""
+    apt = shutil.which("apt-get")
+    missing = [name for name in ("nginx", "caddy") if shutil.which(name) is None]
+    if not missing or apt is None or os.geteuid() != 0:
+        return
+    say(f"installing Debian's {', '.join(missing)} for the proxy tests with apt-get …")
+    quiet = {"DEBIAN_FRONTEND": "noninteractive", **os.environ}
+    subprocess.run([apt, "update", "-qq"], check=True, env=quiet)
+    packages = ["nginx-light" if name == "nginx" else name for name in missing]
+    subprocess.run([apt, "install", "-y", "-qq", *packages], check=True, env=quiet)
+
+
 def ensure_conformance() -> None:
     """The MCP conformance tests run the pinned suite on Node 22, and the S3 signature tests s3rver,
     installed with npm into .tools (again only when the pins change); without npm those tests skip
@@ -125,6 +139,7 @@ def main() -> int:
     if command == "serve":
         return run([str(BIN / "relaybox"), "serve", *extra])
     ensure_browser()
+    ensure_proxies()
     ensure_conformance()
     for check in (
         [str(BIN / "ruff"), "check", "."],

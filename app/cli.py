@@ -8,6 +8,7 @@ traceback; so that this holds from the first moment, the heavy imports happen in
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -87,6 +88,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    """The settings, with the command line's overrides; a value they refuse ends the command with
+    one line per setting naming it (never its value: it may be a secret), exit status 1."""
+    from pydantic import ValidationError
+
     from core.settings import Settings
 
     overrides = {
@@ -98,7 +103,14 @@ def _settings(args: argparse.Namespace) -> Settings:
         )
         if value is not None
     }
-    return Settings(**overrides)
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        prefix = str(Settings.model_config.get("env_prefix", ""))
+        for problem in error.errors(include_input=False, include_url=False):
+            name = prefix + str(problem["loc"][0]).upper() if problem["loc"] else "settings"
+            print(f"error: {name}: {problem['msg']}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -130,13 +142,22 @@ def _port(text: str) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from core.store import migrate
+    from core.bootstrap import NEWER_SCHEMA
     from core.store.database import make_engine
+    from core.store.schema_version import upgrade_unless_newer
 
     settings = _settings(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    migrate.upgrade(make_engine(settings.effective_database_url))
-    print("database is at the newest schema")
+    if settings.log_format == "json":  # an init container's lines, like the server's
+        from app.logs import configure_logging
+
+        configure_logging(settings.log_format, settings.log_level)
+    newer = upgrade_unless_newer(make_engine(settings.effective_database_url))
+    message = NEWER_SCHEMA % newer if newer else "database is at the newest schema"
+    if settings.log_format == "json":
+        logging.getLogger("relaybox").log(logging.WARNING if newer else logging.INFO, message)
+    else:
+        print(message)
     return 0
 
 

@@ -135,6 +135,11 @@ class Settings(BaseSettings):
     # S3-compatible object storage, used instead of the embedded store when a bucket is set.
     s3_bucket: str | None = None
     s3_endpoint_url: str | None = Field(default=None, description="e.g. https://s3.eu-west-1.amazonaws.com")
+    s3_public_endpoint_url: str | None = Field(
+        default=None,
+        description="The bucket's endpoint as devices reach it, when the server reaches it at another "
+        "(compose: http://minio:9000 inside, the public https URL through Caddy outside)",
+    )
     s3_region: str = "us-east-1"
     s3_access_key_id: str | None = None
     s3_secret_access_key: SecretStr | None = None

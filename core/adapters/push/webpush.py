@@ -29,7 +29,9 @@ logger = logging.getLogger(__name__)
 
 _GONE = frozenset({404, 410})
 
-_KEY_ERROR = "vapid_private_key is not a P-256 private key (PEM, or base64url of the raw scalar or DER)"
+_KEY_ERROR = (
+    "RELAYBOX_VAPID_PRIVATE_KEY is not a P-256 private key (PEM, or base64url of the raw scalar or DER)"
+)
 
 
 class WebPushSender:
@@ -50,7 +52,7 @@ class WebPushSender:
             # Signs once to check the subject the way every push will.
             self._vapid.sign({"sub": vapid_subject, "aud": "https://push.invalid"})
         except VapidException as exc:
-            raise ValueError("vapid_subject must be a mailto: or https: URL") from exc
+            raise ValueError("RELAYBOX_VAPID_SUBJECT must be a mailto: or https: URL") from exc
         self._subject = vapid_subject
         self._timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None

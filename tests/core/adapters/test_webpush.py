@@ -257,7 +257,7 @@ async def test_the_vapid_key_may_be_pem_raw_or_der(
 
 @pytest.mark.parametrize("subject", ["ops@relay.example", "http://relay.example", ""])
 def test_a_subject_that_is_not_a_mailto_or_https_url_is_refused(vapid_pem: str, subject: str) -> None:
-    with pytest.raises(ValueError, match="vapid_subject"):
+    with pytest.raises(ValueError, match="RELAYBOX_VAPID_SUBJECT"):
         WebPushSender(vapid_pem, subject)
 
 
@@ -266,7 +266,7 @@ def test_a_private_key_that_is_not_p256_is_refused() -> None:
     p384_pem = p384.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
 
     for key in ("bm90IGEga2V5", p384_pem):
-        with pytest.raises(ValueError, match="vapid_private_key"):
+        with pytest.raises(ValueError, match="RELAYBOX_VAPID_PRIVATE_KEY"):
             WebPushSender(key, SUBJECT)
 
 
