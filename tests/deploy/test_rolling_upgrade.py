@@ -41,10 +41,14 @@ def newest_migration() -> Path:
 
 @pytest.fixture(scope="module")
 def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tree of the commit before the one that added the newest migration."""
+    """The tree of the commit before the one that added the newest migration. Along the first
+    parents, with a merge compared to its first parent only, so a migration a branch brought in is
+    added by its merge and the release before it is main before that merge."""
     relative = newest_migration().relative_to(REPO).as_posix()
     try:
-        added = git("log", "--diff-filter=A", "--format=%H", "-1", "--", relative).strip()
+        added = git(
+            "log", "--first-parent", "-m", "--diff-filter=A", "--format=%H", "-1", "--", relative
+        ).strip()
     except (OSError, subprocess.CalledProcessError) as error:
         pytest.skip(f"no git history here ({error})")
     if not added:
