@@ -52,6 +52,10 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "unsupported_push_service": ErrorSpec(
         400, "This server pushes through no such service (details name those push_registrations takes)."
     ),
+    "push_endpoint_not_allowed": ErrorSpec(
+        400,
+        "The web-push endpoint must be an https URL on a push service this server sends to (details.hosts).",
+    ),
     # Relay and streams.
     "invalid_blob": ErrorSpec(400, "blob must be standard base64 of an envelope v1 (at least 41 bytes)."),
     "invalid_envelope_type": ErrorSpec(400, "type is not an envelope type this server relays."),

@@ -153,6 +153,19 @@ class Settings(BaseSettings):
     )
     vapid_subject: str = "mailto:admin@localhost"
     push_timeout_s: float = Field(default=10.0, gt=0)
+    # Web-push endpoints go only to the push services browsers use (core.domain.outbound.WEB_PUSH_HOSTS).
+    web_push_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts added to those a web-push endpoint may name (a self-hosted push service): "
+        "names, or *.domain for the names below it",
+    )
+    web_push_allow_private: bool = Field(
+        default=False,
+        description="Let web-push endpoints reach private and loopback addresses (tests, a LAN)",
+    )
+    web_push_ca_file: Path | None = Field(
+        default=None, description="A PEM file of extra CAs that push services' certificates may chain to"
+    )
 
     # Bodies.
     max_body_bytes: int = Field(default=96 * 1024, ge=1024)
@@ -175,10 +188,13 @@ class Settings(BaseSettings):
     )
     oauth_register_per_ip_per_minute: int = Field(default=10, ge=1)
     oauth_consent_per_ip_per_minute: int = Field(default=10, ge=1)
-    # Client ID Metadata Documents (a client_id that is an https URL). Loopback http documents are
-    # refused unless this is set: for tests and local development only, never in production.
-    cimd_allow_loopback: bool = Field(
-        default=False, description="Accept http://127.0.0.1 client ID metadata documents (tests only)"
+    # Client ID Metadata Documents (a client_id that is an https URL). Documents on loopback and
+    # private addresses are refused unless this is set: for tests only, never in production.
+    cimd_allow_private: bool = Field(
+        default=False, description="Fetch client ID metadata documents from private addresses (tests only)"
+    )
+    cimd_ca_file: Path | None = Field(
+        default=None, description="A PEM file of extra CAs that metadata documents' hosts may chain to"
     )
     cimd_timeout_s: float = Field(default=5.0, gt=0, le=30)
     cimd_max_bytes: int = Field(default=5 * 1024, ge=512, le=64 * 1024)

@@ -56,7 +56,12 @@ ENDPOINTS = [
         body=devices.DeviceCreate,
         response=devices.DeviceRegistered,
         status=201,
-        errors=("invalid_public_key", "unsupported_push_service", "rate_limit_exceeded"),
+        errors=(
+            "invalid_public_key",
+            "unsupported_push_service",
+            "push_endpoint_not_allowed",
+            "rate_limit_exceeded",
+        ),
         tag="devices",
     ),
     Endpoint(
@@ -76,7 +81,7 @@ ENDPOINTS = [
         auth=Accept.DEVICE,
         body=devices.DevicePatch,
         response=devices.DeviceOut,
-        errors=("unsupported_push_service",),
+        errors=("unsupported_push_service", "push_endpoint_not_allowed"),
         tag="devices",
     ),
     Endpoint(

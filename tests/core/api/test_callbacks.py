@@ -22,7 +22,7 @@ import pytest
 from sqlmodel import Session
 from standardwebhooks import WebhookVerificationError
 
-from core.adapters.webhooks.resolver import StaticResolver
+from core.adapters.outbound.resolver import StaticResolver
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.domain.envelope import PairBox

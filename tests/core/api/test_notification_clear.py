@@ -19,9 +19,15 @@ from core.runtime.core import Core
 from core.settings import Settings
 from tests.core.api.test_notification_content import send
 from tests.core.test_push_delivery import eventually
-from tests.fakes.webpush_server import FakeWebPushService
+from tests.fakes.webpush_server import FakeWebPushService, push_reach_settings
 from tests.helpers import FakeDevice, create_token, error_code, pair_computer, queued_payloads, register_phone
 from tests.live import serve_in_thread
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The shared settings, able to push to the fake push service on loopback."""
+    return settings.model_copy(update=push_reach_settings())
 
 
 @pytest.fixture
