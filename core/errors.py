@@ -115,6 +115,9 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "callback_url_not_allowed": ErrorSpec(
         400, "callback_url names a private or loopback host, which this server does not call."
     ),
+    "callback_url_conflict": ErrorSpec(
+        409, "This question is already asked, with another callback_url or none; details.id names it."
+    ),
     "too_many_pending": ErrorSpec(429, "The account already has 10 pending questions.", retry_after_s=30),
     "invalid_filename": ErrorSpec(400, "The filename is unsafe or its extension is not allowed."),
     "invalid_content": ErrorSpec(400, "The document content must not be empty."),

@@ -77,6 +77,12 @@ def on_answered(tx: Tx, interaction_id: str) -> None:
         tx.emit(Published(CALLBACKS_TOPIC, str(now)))
 
 
+def url_of(tx: Tx, interaction_id: str) -> str | None:
+    """The URL the question's callback goes to, or None when it was asked without one."""
+    row = tx.session.get(InteractionCallback, interaction_id)
+    return None if row is None else row.url
+
+
 def status_of(tx: Tx, interaction_id: str) -> CallbackStatus | None:
     """How the question's callback stands, or None when it was asked without one."""
     row = tx.session.get(InteractionCallback, interaction_id)
