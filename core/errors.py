@@ -43,6 +43,11 @@ CATALOGUE: dict[str, ErrorSpec] = {
         429, "Too many wrong pairing codes; wait before trying again.", retry_after_s=60
     ),
     "not_a_phone": ErrorSpec(403, "Only the phone can do this."),
+    # Who may register a phone (core.services.signup).
+    "registration_closed": ErrorSpec(
+        403, "This server takes no new phones without an invite (or none at all); ask its owner for one."
+    ),
+    "invalid_invite": ErrorSpec(403, "The invite is wrong, already used or expired."),
     # Connector consent (the OAuth consent page).
     "consent_expired": ErrorSpec(410, "The consent request expired; start connecting again from the app."),
     "consent_not_confirmed": ErrorSpec(409, "Confirm the code on your phone first."),

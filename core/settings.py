@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -54,6 +56,29 @@ class Settings(BaseSettings):
 
     # The server's own X25519 key (base64 of 32 raw bytes). Generated into data_dir on first run if unset.
     server_secret_key: SecretStr | None = None
+
+    # Who may register a phone (core.services.signup). Unset: open when public_url is on loopback
+    # (development, tests), else invite.
+    registration: Literal["open", "invite", "closed"] | None = Field(
+        default=None,
+        description="open: anyone may register a phone; invite: the first phone, then only phones with an "
+        "invite; closed: no new phones. Default: open on a loopback public URL, else invite",
+    )
+    open_registrations_per_hour: int = Field(
+        default=30, ge=1, description="registration open: phones registered per rolling hour, server-wide"
+    )
+    open_wrong_codes_per_hour: int = Field(
+        default=200,
+        ge=1,
+        description="registration open: wrong pairing/consent codes per rolling hour, server-wide, that may "
+        "count against live codes (those beyond count against their guesser alone)",
+    )
+    ipv6_limit_prefix: int = Field(
+        default=64,
+        ge=32,
+        le=128,
+        description="Per-address limits count an IPv6 address by this network prefix",
+    )
 
     # Pairing.
     pairing_code_ttl_s: int = Field(default=300, ge=30, le=3600)
@@ -210,6 +235,13 @@ class Settings(BaseSettings):
         return self.public_url or f"http://{self.host}:{self.port}"
 
     @property
+    def effective_registration(self) -> Literal["open", "invite", "closed"]:
+        """``registration``, or its default: open when the public URL is on loopback, else invite."""
+        if self.registration is not None:
+            return self.registration
+        return "open" if _is_loopback(urlsplit(self.base_url).hostname or "") else "invite"
+
+    @property
     def effective_file_store_dir(self) -> Path:
         return self.file_store_dir or self.data_dir / "objects"
 
@@ -218,6 +250,15 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'relaybox.db').resolve()}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class ExplicitSettings(Settings):

@@ -30,6 +30,7 @@ from core.services.push_registration import (
     push_route,
 )
 from core.services.queue_packed import unlist_device
+from core.services.signup import admit_phone
 from core.store.tables import (
     Account,
     Device,
@@ -58,6 +59,13 @@ class DeviceCreate(BaseModel):
     web_push: WebPushSubscription | None = None
     push_registrations: PushRegistrations | None = Registrations
     app_build: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
+    invite: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="An invite (POST /v1/invites): needed once the server is claimed, where registration "
+        "is by invite",
+    )
 
 
 class DeviceRegistered(BaseModel):
@@ -113,15 +121,18 @@ def checked_public_key(text: str) -> str:
 
 
 def register_phone(tx: Tx, principal: Principal, *, body: DeviceCreate) -> DeviceRegistered:
-    """Register a phone: creates the account whose root device it is. Per-IP limited."""
+    """Register a phone: creates the account whose root device it is. Per-IP limited, and only as
+    the server's registration mode lets it (``core.services.signup``: an invite, the first phone)."""
     charge_ip(tx, principal, "register_ip_minute", tx.settings.register_per_ip_per_minute)
     public_key = checked_public_key(body.public_key)
     registrations = checked_registrations(tx, body.push_registrations, body.web_push)
+    device_id = new_uuid()
+    admit_phone(tx, device_id=device_id, invite=body.invite)
     now = tx.now()
     account = Account(account_id=new_uuid(), created_at=now)
     credential = new_device_credential()
     device = Device(
-        device_id=new_uuid(),
+        device_id=device_id,
         account_id=account.account_id,
         device_type=body.device_type,
         surface_kind="phone",
