@@ -21,6 +21,7 @@ from core.runtime.group_commit import lock_devices_of
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services.delivery import push_target, request_push
+from core.services.limits import address_key
 from core.services.push_registration import (
     PushRegistrations,
     RegistrationProof,
@@ -259,9 +260,10 @@ def own_device(tx: Tx, principal: Principal) -> Device:
 
 
 def charge_ip(tx: Tx, principal: Principal, resource: str, per_minute: int) -> None:
-    """Per-IP limit for unauthenticated routes (the principal's label carries the IP)."""
-    ip = principal.label or "unknown"
-    decision = tx.limiter.acquire([LimitCheck(resource, ip, per_minute, 60)], tx.clock.now())
+    """Per-IP limit for unauthenticated routes (the principal's label carries the IP; an IPv6
+    address counts by its network, ``address_key``)."""
+    key = address_key(tx.settings, principal.label or "unknown")
+    decision = tx.limiter.acquire([LimitCheck(resource, key, per_minute, 60)], tx.clock.now())
     if not decision.allowed:
         raise RelayError(
             "rate_limit_exceeded",
