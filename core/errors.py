@@ -91,7 +91,7 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "repeat_requires_urgent": ErrorSpec(400, 'repeat and expire are taken only with priority "urgent".'),
     "invalid_repeat": ErrorSpec(400, "repeat must be a whole number of seconds (details: min, max)."),
     "invalid_expire": ErrorSpec(400, "expire must be a whole number of seconds (details: min, max)."),
-    "receipt_not_found": ErrorSpec(404, "No receipt of this account has that id."),
+    "receipt_not_found": ErrorSpec(404, "No receipt of yours has that id."),
     "too_many_urgent": ErrorSpec(
         429, "The account already has as many urgent notifications repeating as it may.", retry_after_s=30
     ),
