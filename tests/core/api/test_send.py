@@ -42,7 +42,7 @@ def test_a_plain_text_body_is_the_message_and_reaches_every_device(
     for device in (phone, computer):
         [payload] = queued_payloads(core, device)
         assert payload["message"] == "disk is full ✓" and payload["id"] == body["id"]
-        assert list(payload) == ["type", "id", "sent_at", "message", "priority"]
+        assert list(payload) == ["type", "id", "sent_at", "sequence_id", "message", "priority"]
 
 
 def test_json_and_form_bodies_carry_every_field(
