@@ -1,5 +1,5 @@
-"""The ``relaybox`` command: ``serve`` and ``migrate`` here; the device-client commands come from
-``client.commands`` (``phone``, ``pair``, …).
+"""The ``relaybox`` command: ``serve``, ``migrate`` and ``invite`` here; the device-client commands
+come from ``client.commands`` (``phone``, ``pair``, …).
 
 Ctrl-C that no command handles itself ends any of them with one line and exit status 130, never a
 traceback; so that this holds from the first moment, the heavy imports happen inside ``main``.
@@ -54,6 +54,20 @@ def _main(argv: Sequence[str] | None) -> int:
         description="Bring the database named by the settings to the newest schema.",
     )
     migrate.set_defaults(run=_migrate)
+
+    invite = commands.add_parser(
+        "invite",
+        help="make a single-use invite for one more phone (the operator, on the server's database)",
+        description="Make an invite that lets one more phone register (POST /v1/devices with it as\n"
+        "`invite`, or `relaybox phone register --invite INVITE`), for 24 hours, once. For a server\n"
+        "whose registration is by invite (RELAYBOX_REGISTRATION=invite, the default off loopback)\n"
+        "and whose phones are lost: a phone makes its own with `relaybox phone invite`. Run it\n"
+        "where the server runs, with the server's settings (RELAYBOX_* variables): it writes to\n"
+        "the server's database directly. Refused where registration is closed.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    invite.add_argument("--data-dir", help="the server's data folder (RELAYBOX_DATA_DIR)")
+    invite.set_defaults(run=_invite)
 
     demo = commands.add_parser(
         "demo",
@@ -117,6 +131,35 @@ def _serve(args: argparse.Namespace) -> int:
     from app.serve import serve
 
     return serve(_settings(args))
+
+
+def _invite(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from core.bootstrap import build_core
+    from core.errors import RelayError
+    from core.principal import Principal
+    from core.services.signup import operator_invite
+
+    settings = _settings(args)
+    core = build_core(settings)
+    try:
+        made = core.run_sync(operator_invite, Principal.system())
+    except RelayError as error:
+        print(f"error: {error.code}: {error.message}", file=sys.stderr)
+        return 1
+    finally:
+        core.engine.dispose()
+    until = datetime.fromtimestamp(made.expires_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    print(made.invite)
+    print(
+        f"single use, until {until}; registration here is {settings.effective_registration}", file=sys.stderr
+    )
+    print(
+        f"on the new phone: relaybox phone register --server {settings.base_url} --invite INVITE",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -12,12 +12,15 @@ from core.adapters.fanout.base import Fanout
 from core.adapters.fanout.memory import MemoryFanout
 from core.adapters.limits.base import RateLimiter
 from core.adapters.limits.memory import MemoryRateLimiter
+from core.adapters.outbound.client import OutboundClient
+from core.adapters.outbound.reach import callback_reach, web_push_reach
+from core.adapters.outbound.resolver import Resolver, SystemResolver
 from core.adapters.push.base import WEB_PUSH, PushSender
 from core.adapters.push.router import PushRouter
 from core.adapters.storage.base import ObjectStore
 from core.adapters.storage.local import LocalObjectStore
+from core.adapters.webhooks.poster import USER_AGENT as CALLBACKS_USER_AGENT
 from core.adapters.webhooks.poster import WebhookPoster
-from core.adapters.webhooks.resolver import Resolver, SystemResolver
 from core.clock import Clock, SystemClock
 from core.principal import Principal
 from core.runtime.core import Core
@@ -36,6 +39,7 @@ NEWER_SCHEMA = (
     "the database schema (%s) is newer than this release's migrations: running on it unchanged "
     "(a rollback, or a rolling upgrade in progress)"
 )
+CALLBACK_TIMEOUT_S = 10.0  # one answer callback attempt, resolving included
 
 # Builds one push sender from the settings, or None when its service is not configured.
 SenderFactory = Callable[[Settings], PushSender | None]
@@ -50,7 +54,8 @@ def build_core(
 ) -> Core:
     """Assemble a Core for ``settings``; migrates the database when ``migrate_on_start`` is set.
     ``senders``: the push senders' factories, ``PUSH_SENDERS`` unless given; ``resolver``: how
-    answer callbacks resolve their hosts, the system's resolver unless given."""
+    answer callbacks resolve their hosts, the system's resolver unless given (web push and client
+    metadata documents always ask the system's)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.effective_database_url)
     if settings.migrate_on_start:  # before the deadline: a migration may rightly take longer
@@ -77,9 +82,12 @@ def build_core(
         push=push,
         objects=_objects(settings, keys),
         webhooks=WebhookPoster(
-            resolver or SystemResolver(),
-            allow_private=settings.callbacks_allow_private,
-            ca_file=settings.callbacks_ca_file,
+            OutboundClient(
+                resolver or SystemResolver(),
+                callback_reach(settings),
+                timeout_s=CALLBACK_TIMEOUT_S,
+                user_agent=CALLBACKS_USER_AGENT,
+            )
         ),
     )
 
@@ -148,7 +156,7 @@ def _webpush(settings: Settings) -> PushSender | None:
 
     key = vapid_private_key(settings)
     try:
-        return WebPushSender(key, settings.vapid_subject, timeout_s=settings.push_timeout_s)
+        return WebPushSender(key, settings.vapid_subject, outbound=web_push_outbound(settings))
     except ValueError as error:  # the key or the subject, named in its one line
         raise StartupError(str(error)) from None
 
@@ -169,6 +177,20 @@ def _with_shared_vapid_key(settings: Settings, keep: KeepOnce, keys: ServerKeys)
 
     key = shared_vapid_private_key(settings, keys, keep)
     return settings.model_copy(update={"vapid_private_key": SecretStr(key)})
+
+
+def web_push_outbound(settings: Settings, resolver: Resolver | None = None) -> OutboundClient:
+    """How web push reaches endpoints: the push services' hosts only (``web_push_reach``), each
+    push within ``push_timeout_s``, connections kept for the next push."""
+    from core.adapters.push.webpush import USER_AGENT
+
+    return OutboundClient(
+        resolver or SystemResolver(),
+        web_push_reach(settings),
+        timeout_s=settings.push_timeout_s,
+        user_agent=USER_AGENT,
+        keep_alive=True,
+    )
 
 
 def _web_push_key(senders: Sequence[PushSender]) -> str | None:

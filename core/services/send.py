@@ -81,7 +81,9 @@ def _compose(
     now = tx.now()
     attachment_id = new_prefixed_id("att")
     reference = attachments.reference(attachment, attachment_id) if attachment is not None else None
-    payload = payloads.notification(note, msg_id=msg_id, sent_at=now, attachment=reference, urgent=urgent)
+    payload = payloads.notification(
+        note, msg_id=msg_id, sent_at=now, sender=principal.sender_id, attachment=reference, urgent=urgent
+    )
     encoded = payloads.encode(payload)  # once: every device gets the same plaintext, sealed to it
     size = len(encoded)
     if size > ENVELOPE_MAX_BYTES:

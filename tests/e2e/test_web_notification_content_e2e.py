@@ -34,15 +34,17 @@ MESSAGE = """Deployed **v2.4** to `prod` in 3 min:
 
 <script>window.__pwned = 1</script> <img src="x" onerror="window.__pwned = 2">
 [bad](javascript:window.__pwned=3) ![pixel](https://tracker.example/p.png)"""
-# The OS notifications of a sender's sequence: their tag is the sequence in the senders' namespace.
+# A sender's sequence reaches the phone qualified by its sender (``tok_…:deploy-42``, docs/protocol.md
+# "Sequences"), and the web app tags it in the senders' namespace (``s:tok_…:deploy-42``): found here
+# by the part the sender named.
 BY_TAG = (
-    f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag === 's:' + s)"
+    f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag.startsWith('s:') && n.tag.endsWith(':' + s))"
     ".map(n => [n.title, n.body, n.renotify]))"
 )
 
 
 def entry(page: Page, sequence_id: str) -> Any:
-    return page.locator(f'#inbox li[data-sequence="{sequence_id}"]')
+    return page.locator(f'#inbox li[data-sequence$=":{sequence_id}"]')
 
 
 def test_the_open_web_phone_shows_replaces_and_clears_a_rich_notification(

@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, BrowserContext, CDPSession, Page
 
 from core.domain.secrets import SENDER_TOKEN_PATTERN
 from tests.e2e.conftest import RelayboxServer
-from tests.fakes.webpush_server import FakeWebPushService
+from tests.fakes.webpush_server import FakeWebPushService, push_reach_env
 from tests.reliability.instances import free_port
 
 NOTIFICATIONS = "navigator.serviceWorker.ready.then(r => r.getNotifications())"
@@ -147,9 +147,12 @@ class ClosedWebPhone:
 def closed_web_phone(
     tmp_path: Path, browser: Browser, *, env: Mapping[str, str] | None = None, may_ring: bool = False
 ) -> Iterator[ClosedWebPhone]:
-    """A ``relaybox serve`` (with ``env``), a fake push service, and a ``ClosedWebPhone`` on them."""
+    """A ``relaybox serve`` (with ``env``, and able to push to the fake on loopback), a fake push
+    service, and a ``ClosedWebPhone`` on them."""
     with (
-        RelayboxServer(tmp_path / "server", env=env, port=free_port()) as server,
+        RelayboxServer(
+            tmp_path / "server", env=push_reach_env() | dict(env or {}), port=free_port()
+        ) as server,
         FakeWebPushService() as push_service,
         httpx.Client(base_url=server.wait_until_ready(), timeout=10) as http,
     ):
