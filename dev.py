@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -70,6 +71,20 @@ def ensure_browser() -> None:
     subprocess.run([apt, "install", "-y", "-qq", "chromium"], check=True, env=quiet)
 
 
+def ensure_proxies() -> None:
+    """tests/deploy runs the shipped nginx server block under nginx and adapts the Caddyfile with
+    Caddy. Install Debian's where we may (root with apt-get); elsewhere those tests skip."""
+    apt = shutil.which("apt-get")
+    missing = [name for name in ("nginx", "caddy") if shutil.which(name) is None]
+    if not missing or apt is None or os.geteuid() != 0:
+        return
+    say(f"installing Debian's {', '.join(missing)} for the proxy tests with apt-get …")
+    quiet = {"DEBIAN_FRONTEND": "noninteractive", **os.environ}
+    subprocess.run([apt, "update", "-qq"], check=True, env=quiet)
+    packages = ["nginx-light" if name == "nginx" else name for name in missing]
+    subprocess.run([apt, "install", "-y", "-qq", *packages], check=True, env=quiet)
+
+
 def ensure_conformance() -> None:
     """The MCP conformance tests run the pinned suite on Node 22, and the S3 signature tests s3rver,
     installed with npm into .tools (again only when the pins change); without npm those tests skip
@@ -99,14 +114,20 @@ def say(message: str) -> None:
 def run(command: list[str]) -> int:
     """Run ``command`` in the repository and return its exit status. Ctrl-C in the terminal reaches
     the command too (the whole foreground process group gets it): wait for it to stop in its own
-    way (the server's graceful stop, pytest's summary) rather than kill it, and pass on its status."""
+    way (the server's graceful stop, pytest's summary) rather than kill it, and pass on its status.
+    A SIGTERM sent to this script alone (a service manager, ``kill PID``) is passed on to the
+    command, which then stops in its own way too, instead of being left running without a parent."""
     child = subprocess.Popen(command, cwd=ROOT)
-    while True:
-        try:
-            code = child.wait()
-        except KeyboardInterrupt:
-            continue
-        return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
+    try:
+        while True:
+            try:
+                code = child.wait()
+            except KeyboardInterrupt:
+                continue
+            return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main() -> int:
@@ -118,6 +139,7 @@ def main() -> int:
     if command == "serve":
         return run([str(BIN / "relaybox"), "serve", *extra])
     ensure_browser()
+    ensure_proxies()
     ensure_conformance()
     for check in (
         [str(BIN / "ruff"), "check", "."],

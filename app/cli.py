@@ -1,5 +1,5 @@
-"""The ``relaybox`` command: ``serve`` and ``migrate`` here; the device-client commands come from
-``client.commands`` (``phone``, ``pair``, …).
+"""The ``relaybox`` command: ``serve``, ``migrate`` and ``invite`` here; the device-client commands
+come from ``client.commands`` (``phone``, ``pair``, …).
 
 Ctrl-C that no command handles itself ends any of them with one line and exit status 130, never a
 traceback; so that this holds from the first moment, the heavy imports happen inside ``main``.
@@ -8,6 +8,7 @@ traceback; so that this holds from the first moment, the heavy imports happen in
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -54,6 +55,20 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     migrate.set_defaults(run=_migrate)
 
+    invite = commands.add_parser(
+        "invite",
+        help="make a single-use invite for one more phone (the operator, on the server's database)",
+        description="Make an invite that lets one more phone register (POST /v1/devices with it as\n"
+        "`invite`, or `relaybox phone register --invite INVITE`), for 24 hours, once. For a server\n"
+        "whose registration is by invite (RELAYBOX_REGISTRATION=invite, the default off loopback)\n"
+        "and whose phones are lost: a phone makes its own with `relaybox phone invite`. Run it\n"
+        "where the server runs, with the server's settings (RELAYBOX_* variables): it writes to\n"
+        "the server's database directly. Refused where registration is closed.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    invite.add_argument("--data-dir", help="the server's data folder (RELAYBOX_DATA_DIR)")
+    invite.set_defaults(run=_invite)
+
     demo = commands.add_parser(
         "demo",
         help="watch it all work end to end: temporary server, virtual phone, MCP client",
@@ -87,6 +102,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    """The settings, with the command line's overrides; a value they refuse ends the command with
+    one line per setting naming it (never its value: it may be a secret), exit status 1."""
+    from pydantic import ValidationError
+
     from core.settings import Settings
 
     overrides = {
@@ -98,13 +117,49 @@ def _settings(args: argparse.Namespace) -> Settings:
         )
         if value is not None
     }
-    return Settings(**overrides)
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        prefix = str(Settings.model_config.get("env_prefix", ""))
+        for problem in error.errors(include_input=False, include_url=False):
+            name = prefix + str(problem["loc"][0]).upper() if problem["loc"] else "settings"
+            print(f"error: {name}: {problem['msg']}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 def _serve(args: argparse.Namespace) -> int:
     from app.serve import serve
 
     return serve(_settings(args))
+
+
+def _invite(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from core.bootstrap import build_core
+    from core.errors import RelayError
+    from core.principal import Principal
+    from core.services.signup import operator_invite
+
+    settings = _settings(args)
+    core = build_core(settings)
+    try:
+        made = core.run_sync(operator_invite, Principal.system())
+    except RelayError as error:
+        print(f"error: {error.code}: {error.message}", file=sys.stderr)
+        return 1
+    finally:
+        core.engine.dispose()
+    until = datetime.fromtimestamp(made.expires_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    print(made.invite)
+    print(
+        f"single use, until {until}; registration here is {settings.effective_registration}", file=sys.stderr
+    )
+    print(
+        f"on the new phone: relaybox phone register --server {settings.base_url} --invite INVITE",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -130,13 +185,22 @@ def _port(text: str) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from core.store import migrate
+    from core.bootstrap import NEWER_SCHEMA
     from core.store.database import make_engine
+    from core.store.schema_version import upgrade_unless_newer
 
     settings = _settings(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    migrate.upgrade(make_engine(settings.effective_database_url))
-    print("database is at the newest schema")
+    if settings.log_format == "json":  # an init container's lines, like the server's
+        from app.logs import configure_logging
+
+        configure_logging(settings.log_format, settings.log_level)
+    newer = upgrade_unless_newer(make_engine(settings.effective_database_url))
+    message = NEWER_SCHEMA % newer if newer else "database is at the newest schema"
+    if settings.log_format == "json":
+        logging.getLogger("relaybox").log(logging.WARNING if newer else logging.INFO, message)
+    else:
+        print(message)
     return 0
 
 

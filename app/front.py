@@ -1,7 +1,9 @@
 """``RelayboxApp``, the one ASGI app, and its one request path.
 
 Every HTTP request passes ``RelayboxApp.__call__`` once, in one frame: the preflight and response
-headers for browsers a path admits (``connector.cors``), the request id (``app.logs``), the metrics
+headers for browsers a path admits (``connector.cors``), the request id (``app.logs``),
+``X-Content-Type-Options: nosniff`` on every response (no browser reads an error, a download or an
+object the store serves as anything but its declared type), the metrics
 and the access log's route template (``app.metrics``), and errors in the spec's shape
 (``core.api.errors``: a ``RelayError``, Starlette's 404/405, 503 for a dependency that is down, 500
 ``internal_error`` for anything else). Then the request goes to its route: a route whose path has no
@@ -49,7 +51,7 @@ class RelayboxApp(Starlette):
             origin = request_origin(scope)
             if origin is not None:
                 if scope["method"] == "OPTIONS":
-                    await policy.preflight(origin, scope, receive, send)
+                    await policy.preflight(origin, scope, receive, _nosniff(send))
                     return
                 send = policy.exposing(origin, send)
         target: ASGIApp = self.router
@@ -79,6 +81,7 @@ class RelayboxApp(Starlette):
                 route = known or template(scope, root)
                 route_template.set(route)
                 add_header(message, echoed)
+                add_nosniff(message)
             await send(message)
 
         try:
@@ -92,6 +95,28 @@ class RelayboxApp(Starlette):
             if status is not None:  # else the caller left before any response: nothing was served
                 elapsed = time.perf_counter() - started
                 self.metrics.observe(route, scope["method"], status, elapsed)
+
+
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+
+
+def add_nosniff(start: Message) -> None:
+    """``X-Content-Type-Options: nosniff`` on an ``http.response.start`` message, unless the
+    response set it itself (the pages and the consent page do)."""
+    headers = start.get("headers", ())
+    for name, _ in headers:  # a plain loop: a generator costs more, on every request
+        if name.lower() == NOSNIFF[0]:
+            return
+    start["headers"] = [*headers, NOSNIFF]
+
+
+def _nosniff(send: Send) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            add_nosniff(message)
+        await send(message)
+
+    return sending
 
 
 async def _error_response(error: Exception, scope: Scope) -> Response:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.config
 import re
 import traceback
 from contextvars import ContextVar
@@ -165,3 +166,13 @@ def log_config(
     }
     config["root"] = {"handlers": ["default"], "level": "WARNING"}  # other libraries: redacted too
     return config
+
+
+def configure_logging(
+    log_format: Literal["text", "json"] = "text", level: Literal["debug", "info", "warning"] = "info"
+) -> None:
+    """Every record from now on in ``log_format`` (uvicorn applies the same configuration again when
+    it starts): also what is logged while the app is built (a warning about a key, an extra that is
+    not installed) and Python's warnings, which would otherwise print as plain text on stderr."""
+    logging.config.dictConfig(log_config(log_format, level))
+    logging.captureWarnings(True)

@@ -22,9 +22,10 @@ import uvicorn
 from uvicorn.server import HANDLED_SIGNALS
 
 from app.assembly import create_app
-from app.logs import log_config
+from app.logs import configure_logging, log_config
 from core.runtime.core import Core
 from core.settings import Settings
+from core.startup import StartupError, check_deployment
 from oauth.metadata import IssuerError
 
 # The cyclic collector's thresholds while serving (CPython's defaults: 700, 10, 10). A server keeps
@@ -52,25 +53,37 @@ log = logging.getLogger("relaybox")
 
 def serve(settings: Settings) -> int:
     """Serve until SIGTERM (exit status 0) or Ctrl-C (130). What stops it from starting (a port in
-    use, an address it cannot listen on, an unusable public URL) is one line on stderr, status 1."""
+    use, an address it cannot listen on, an unusable public URL, a setting that cannot work:
+    ``core.startup``) is one line on stderr, status 1; with ``log_format`` json every line, that one
+    too, is a JSON object on stdout."""
+    configure_logging(settings.log_format, settings.log_level)
+    as_json = settings.log_format == "json"
     try:
         sock = listen(settings.host, settings.port)
     except (OSError, OverflowError) as error:
-        return failed(cannot_listen(settings.host, settings.port, error))
+        return failed(cannot_listen(settings.host, settings.port, error), as_json=as_json)
     port = sock.getsockname()[1]
     if settings.port == 0:
         settings = settings.model_copy(update={"port": port})
     try:
+        check_deployment(settings)
         app = create_app(settings)
-    except IssuerError as error:
+    except (IssuerError, StartupError) as error:
         sock.close()
-        if settings.public_url:
-            return failed(str(error))
+        if isinstance(error, StartupError) or settings.public_url:
+            return failed(str(error), as_json=as_json)
         return failed(
             f"listening on {settings.host} needs RELAYBOX_PUBLIC_URL, the https URL clients reach it at "
             "(e.g. https://relay.example; it is the OAuth issuer): set it, or leave --host at 127.0.0.1 "
-            "to serve this machine only"
+            "to serve this machine only",
+            as_json=as_json,
         )
+    except Exception:
+        sock.close()
+        if not as_json:
+            raise
+        log.exception("relaybox could not start")  # one JSON line, the traceback in its exc_info
+        return 1
     core: Core = app.state.core
     config = uvicorn.Config(
         app,
@@ -87,13 +100,19 @@ def serve(settings: Settings) -> int:
     server.run(sockets=[sock])
     sys.stdout.flush()
     if server.interrupted:
-        print("relaybox stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        if server.announce_as_json:
+            log.info("relaybox stopped (Ctrl-C)")
+        else:
+            print("relaybox stopped (Ctrl-C)", file=sys.stderr, flush=True)
         return INTERRUPTED
     return 0
 
 
-def failed(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr, flush=True)
+def failed(message: str, *, as_json: bool = False) -> int:
+    if as_json:
+        log.error(message)
+    else:
+        print(f"error: {message}", file=sys.stderr, flush=True)
     return 1
 
 
@@ -184,6 +203,7 @@ class AnnouncingServer(uvicorn.Server):
         print(f"relaybox is listening on {self.url}", flush=True)
         relaybox = relaybox_command()
         print(
+            f"  web app: {self.url}/app/   # open it on your phone (a phone needs https: docs/webapp.md)\n"
             "next: in another terminal run\n"
             f"  {relaybox} phone register --server {self.url}   # a virtual phone\n"
             f"  {relaybox} pair --server {self.url}   # pair this computer\n"

@@ -28,7 +28,11 @@ SEND_CLASS_LIMITS = (  # what limits sending: per token, per receiver, per clien
     "LIMIT_IP_MINUTE",
     "LIMIT_IP_HOUR",
 )
-SETUP_LIMITS = ("REGISTER_PER_IP_PER_MINUTE", "PAIR_INIT_PER_IP_PER_MINUTE")  # every device is on 127.0.0.1
+SETUP_LIMITS = (  # every device is on 127.0.0.1, and the server takes any number of phones
+    "REGISTER_PER_IP_PER_MINUTE",
+    "PAIR_INIT_PER_IP_PER_MINUTE",
+    "OPEN_REGISTRATIONS_PER_HOUR",
+)
 LISTENING = "relaybox is listening on "  # the first stdout line of ``relaybox serve`` and of a baseline
 STARTUP_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0

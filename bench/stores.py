@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -69,12 +70,15 @@ def shared_store(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
         with admin.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
         try:
-            yield {
-                "RELAYBOX_DATABASE_URL": f"{postgres_url.rpartition('/')[0]}/{name}",
-                "RELAYBOX_REDIS_URL": redis_url,
-                "RELAYBOX_REDIS_NAMESPACE": namespace,
-                "RELAYBOX_SERVER_SECRET_KEY": b64(generate_keypair()[0]),
-            }
+            with tempfile.TemporaryDirectory(prefix="relaybox-bench-objects-") as objects:
+                yield {
+                    "RELAYBOX_DATABASE_URL": f"{postgres_url.rpartition('/')[0]}/{name}",
+                    "RELAYBOX_REDIS_URL": redis_url,
+                    "RELAYBOX_REDIS_NAMESPACE": namespace,
+                    "RELAYBOX_SERVER_SECRET_KEY": b64(generate_keypair()[0]),
+                    # serve on PostgreSQL refuses a store of its own: one folder every replica shares
+                    "RELAYBOX_FILE_STORE_DIR": objects,
+                }
         finally:
             with admin.connect() as connection:
                 connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

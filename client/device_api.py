@@ -19,6 +19,12 @@ class Registration:
 
 
 @dataclass(frozen=True)
+class Invite:
+    invite: str = field(repr=False)
+    expires_at: int
+
+
+@dataclass(frozen=True)
 class PairingStarted:
     code: str
     expires_at: int
@@ -71,13 +77,17 @@ class DeviceApi(RelayboxApi):
 
     # Phone registration.
 
-    def register_phone(self, *, public_key: str, name: str, app_build: int | None = None) -> Registration:
+    def register_phone(
+        self, *, public_key: str, name: str, app_build: int | None = None, invite: str | None = None
+    ) -> Registration:
+        """``POST /v1/devices``; ``invite``: what a server that takes phones by invite needs (403
+        ``registration_closed`` without one, ``invalid_invite`` for a used or expired one)."""
         body = {
             "public_key": public_key,
             "device_type": "android",
             "surface_kind": "phone",
             "name": name,
-            **without_none(app_build=app_build),
+            **without_none(app_build=app_build, invite=invite),
         }
         data = Fields(self._call("POST", "/v1/devices", body=body, auth=False, expect=201))
         return Registration(
@@ -86,6 +96,11 @@ class DeviceApi(RelayboxApi):
             account_id=data.text("account_id"),
             server_public_key=data.text("server_public_key"),
         )
+
+    def create_invite(self) -> Invite:
+        """``POST /v1/invites`` (a phone's credential): a single-use invite for one more phone."""
+        data = Fields(self._call("POST", "/v1/invites", expect=201))
+        return Invite(invite=data.text("invite"), expires_at=data.integer("expires_at"))
 
     # Pairing.
 

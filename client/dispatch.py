@@ -62,6 +62,16 @@ def describe_token_update(item: Received) -> str:
     return one_line(f"tokens now: {', '.join(names)}")
 
 
+def describe_question_closed(item: Received) -> str:
+    """What a computer shows of ``interaction_closed``: the phone's question was answered (the
+    phone prints its own line: ``client.questions``)."""
+    content = item.inline if item.event == "push" and item.inline is not None else item.payload
+    by = content.get("answered_by")
+    name = by.get("name") if isinstance(by, dict) else None
+    where = f" on {name}" if isinstance(name, str) and name else ""
+    return one_line(f"question {content.get('id', '?')} answered{where}")
+
+
 def default_dispatcher() -> Dispatcher:
     """The describers every device uses; notifications through one ``NotificationBoard``, which
     remembers what this run showed so that a replacement or a clear says what it replaces."""
@@ -72,6 +82,11 @@ def default_dispatcher() -> Dispatcher:
             "notification": board.on_notification,
             "notification_clear": board.on_clear,
             "token_update": describe_token_update,
+            "interaction_closed": describe_question_closed,
         },
-        pushes={"notification": board.on_notification, "notification_clear": board.on_clear},
+        pushes={
+            "notification": board.on_notification,
+            "notification_clear": board.on_clear,
+            "interaction_closed": describe_question_closed,
+        },
     )

@@ -1,8 +1,10 @@
 """How a device shows notifications as text: ``NotificationBoard`` describes each one (its title with
 the emoji of its tags, its message, and a line each for its other tags, link, icon and buttons) and
-remembers, for this run, the latest notification of each sequence (its ``sequence_id``, else its
-``id``), so that a replacement says ``(replaces <seq>)`` and a ``notification_clear`` takes the
-sequence away. The client keeps no notifications between runs."""
+remembers, for this run, the latest notification of each sequence (``Received.sequence``: its
+``sequence_id``, else its ``id``, qualified by its sender), so that a replacement says
+``(replaces <seq>)`` and a ``notification_clear`` takes the sequence away; a line names a sequence
+as its sender did (``deploy-42``, not ``tok_…:deploy-42``). The client keeps no notifications
+between runs."""
 
 from __future__ import annotations
 
@@ -25,11 +27,12 @@ class NotificationBoard:
 
     def on_notification(self, item: Received) -> str:
         note = _payload(item)
-        key = str(note.get("sequence_id") or note.get("id") or "")
+        key = item.sequence()
+        named = _named(key)
         if key in self.shown:
-            how = f" (replaces {one_line(key)})"
-        elif note.get("sequence_id"):
-            how = f" (sequence {one_line(key)})"
+            how = f" (replaces {one_line(named)})"
+        elif named != str(note.get("id") or ""):  # the sender named a sequence
+            how = f" (sequence {one_line(named)})"
         else:
             how = ""
         if key:
@@ -40,9 +43,9 @@ class NotificationBoard:
         return "\n".join([f"{_origin(item)}notification{how}: {headline(note)}", *details(note)])
 
     def on_clear(self, item: Received) -> str:
-        key = str(_payload(item).get("sequence_id", ""))
+        key = item.sequence() if _payload(item).get("sequence_id") else ""
         self.shown.pop(key, None)
-        return f"{_origin(item)}notification cleared: {one_line(key or '?')}"
+        return f"{_origin(item)}notification cleared: {one_line(_named(key) or '?')}"
 
 
 def headline(note: dict[str, Any]) -> str:
@@ -80,6 +83,11 @@ def details(note: dict[str, Any]) -> list[str]:
 def _kind(action: dict[str, Any]) -> str:
     kind, method = action_kind(action)
     return f"http {method}" if kind == "http" else kind
+
+
+def _named(key: str) -> str:
+    """A sequence as its sender named it, without the part that says who the sender is."""
+    return key.rpartition(":")[2]
 
 
 def _payload(item: Received) -> dict[str, Any]:

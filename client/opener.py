@@ -35,6 +35,16 @@ class Received:
     inline: dict[str, Any] | None = None
     live: bool = False
 
+    def sequence(self) -> str:
+        """The sequence of the notification (or clear) this carries, as this device keys it: its
+        ``sequence_id``, else its ``id``. The server qualifies its own by their sender
+        (``tok_…:deploy-42``, docs/protocol.md "Sequences"); one a paired device sealed itself is
+        qualified here by that device's id, so that it can name neither a sender's sequence nor
+        another device's."""
+        fields = self.payload if self.event != "push" else (self.inline or {})
+        sequence = str(fields.get("sequence_id") or fields.get("id") or "")
+        return sequence if self.sender == SERVER or not sequence else f"{self.sender}:{sequence}"
+
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "seq": None if self.live else self.seq,

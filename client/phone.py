@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from client.api import ApiError
-from client.device_api import CreatedToken, DeviceApi, TokenInfo
+from client.device_api import CreatedToken, DeviceApi, Invite, TokenInfo
 from client.dispatch import Dispatcher, default_dispatcher, one_line
 from client.opener import Received
 from client.phone_api import Acknowledged, Answered, PhoneApi
@@ -22,6 +22,10 @@ from client.state import DeviceState, Paired, Peer, StateError
 from core.domain.keys import InvalidPublicKey, b64encode, decode_public_key, generate_keypair
 
 DEFAULT_NAME = "relaybox virtual phone"
+INVITE_HINT = (
+    " To get an invite: on a phone already registered there, `relaybox phone invite`; or where the"
+    " server runs, `relaybox invite`. Then: relaybox phone register --invite INVITE"
+)
 
 
 def register(
@@ -30,10 +34,13 @@ def register(
     server: str,
     name: str = DEFAULT_NAME,
     app_build: int | None = None,
+    invite: str | None = None,
     force: bool = False,
     transport: httpx.BaseTransport | None = None,
 ) -> DeviceState:
-    """Generate a key pair, register this phone (a new account) and save its state to ``path``.
+    """Generate a key pair, register this phone (a new account) and save its state to ``path``;
+    ``invite``: one made by a phone already on the server (``create_invite``) or its operator
+    (``relaybox invite``), which a server that takes phones by invite needs.
 
     An existing state file is kept unless ``force``: it holds the only copy of a device's keys.
     """
@@ -41,12 +48,25 @@ def register(
         raise StateError("state_exists", f"{path} already holds a device; pass --force to replace it")
     secret, public = generate_keypair()
     with DeviceApi(server, transport=transport) as api:
-        registered = api.register_phone(public_key=b64encode(public), name=name, app_build=app_build)
+        try:
+            registered = api.register_phone(
+                public_key=b64encode(public), name=name, app_build=app_build, invite=invite
+            )
+        except ApiError as error:
+            if error.code in ("registration_closed", "invalid_invite"):
+                raise ApiError(error.status, error.code, error.message + INVITE_HINT) from None
+            raise
         state = DeviceState.enrolled(
             api.server, "phone", (secret, public), registered, name=name, account_id=registered.account_id
         )
     state.save(path)
     return state
+
+
+def create_invite(path: Path, *, transport: httpx.BaseTransport | None = None) -> Invite:
+    """A single-use invite for one more phone on this phone's server (24 hours)."""
+    with _api(load(path), transport) as api:
+        return api.create_invite()
 
 
 def load(path: Path) -> DeviceState:

@@ -99,6 +99,7 @@ class PhoneOps(Running):
                 "ring": self.on_ring,
                 "document": self.documents.on_document,
                 "urgent_stop": self.urgent.on_stop,
+                "interaction_closed": self.questions.on_closed,
             }
         )
         dispatcher.payloads.update(
@@ -109,6 +110,7 @@ class PhoneOps(Running):
                 "reminder": self.reminders.on_reminder,
                 "reminder_cancel": self.reminders.on_reminder_cancel,
                 "urgent_stop": self.urgent.on_stop,
+                "interaction_closed": self.questions.on_closed,
             }
         )
         return dispatcher

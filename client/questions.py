@@ -19,7 +19,7 @@ from client.api import ApiError
 from client.dispatch import one_line
 from client.opener import Received
 from client.output import Output
-from client.payload_fields import PayloadError
+from client.payload_fields import PayloadError, content_of, id_field
 from client.phone_api import Answered, PhoneApi
 from client.question_parsing import (
     Question,
@@ -33,6 +33,8 @@ from client.state import ClientError, DeviceState
 from core.domain.envelope import PairBox
 from core.domain.keys import decode_public_key
 from core.domain.typed_reply import seal_typed_reply
+
+SHOWN = 100  # questions remembered for their closing line (a question lives at most a day)
 
 
 class PhoneQuestions:
@@ -67,6 +69,7 @@ class PhoneQuestions:
         self._clock = clock
         self._stdin_fd = stdin_fd
         self._pending: list[Question] = []
+        self._shown: dict[str, Question] = {}  # this run's questions by id, newest last (at most SHOWN)
         self._pending_lock = threading.Lock()
         self.reader: threading.Thread | None = None  # reads typed answers until stdin ends
 
@@ -80,6 +83,10 @@ class PhoneQuestions:
             question = parse_question(item.payload)
         except PayloadError as error:
             return one_line(f"interaction_request that cannot be read: {error}")
+        with self._pending_lock:
+            self._shown[question.interaction_id] = question
+            while len(self._shown) > SHOWN:
+                del self._shown[next(iter(self._shown))]
         lines = [f"QUESTION [{question.interaction_id}]: {one_line(question.question)}"]
         lines += [f"  [{index}] {one_line(choice)}" for index, choice in enumerate(question.choices)]
         if question.text_max_chars is not None:
@@ -105,6 +112,38 @@ class PhoneQuestions:
             self.output.note(
                 f"answer with: relaybox phone answer {question.interaction_id} {_usage(question)}"
             )
+        return ""
+
+    def on_closed(self, item: Received) -> str:
+        """An ``interaction_closed``: answered on some device of the account (this one too). Prints
+        ``QUESTION CLOSED [id]: answered on NAME: N (choice)`` and stops waiting for a typed answer."""
+        try:
+            content = content_of(item, "interaction_closed")
+            interaction_id = id_field(content, "id")
+        except PayloadError as error:
+            return one_line(f"interaction_closed that cannot be read: {error}")
+        by = content.get("answered_by")
+        name = by.get("name") if isinstance(by, dict) else None
+        choice = content.get("choice_index")
+        with self._pending_lock:
+            question = self._shown.get(interaction_id)
+            self._pending = [q for q in self._pending if q.interaction_id != interaction_id]
+        label = ""
+        if isinstance(choice, int) and not isinstance(choice, bool):
+            label = f": {choice}"
+            if question is not None and 0 <= choice < len(question.choices):
+                label += f" ({one_line(question.choices[choice])})"
+        where = f" on {one_line(name)}" if isinstance(name, str) and name else ""
+        self.output.show(
+            f"QUESTION CLOSED [{interaction_id}]: answered{where}{label}",
+            {
+                "type": "question_closed",
+                "interaction_id": interaction_id,
+                "reason": content.get("reason"),
+                "answered_by": by if isinstance(by, dict) else None,
+                "choice_index": choice,
+            },
+        )
         return ""
 
     def _answer_automatically(self, question: Question) -> None:

@@ -9,14 +9,14 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Protocol, cast
 
+from client.state_file import ROLES as ROLES  # where the state's roles are defined, below it
+from client.state_file import Role as Role
 from client.state_file import write_state
 from core.domain.keys import KEY_LENGTH, InvalidPublicKey, b64encode, decode_public_key, public_key_of
 from core.domain.safety import safety_number
 
-Role = Literal["phone", "computer"]
-ROLES: tuple[Role, ...] = ("phone", "computer")
 STATE_VERSION = 1
 
 

@@ -16,10 +16,11 @@ import secrets
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import Literal, cast
 
-if TYPE_CHECKING:
-    from client.state import Role
+# The two roles a device's state file can hold; ``client.state`` re-exports them with the state.
+Role = Literal["phone", "computer"]
+ROLES: tuple[Role, ...] = ("phone", "computer")
 
 STATE_DIR_ENV = "RELAYBOX_CLIENT_STATE_DIR"
 FILE_MODE = 0o600

@@ -2,11 +2,12 @@
 
 A notification's buttons are listed under it, numbered from 1 (``client.notifications``). A typed
 ``tap N`` taps button N of the newest notification that has buttons, ``tap ID N`` that of the
-notification whose id or ``sequence_id`` is ID. An ``http`` button's request is made then, and only
-then, as a phone app makes it: its method (POST, PUT or GET) and text body, no credentials or
-cookies, redirects followed, within ``TAP_TIMEOUT_S``, on a thread of its own so typing goes on; the
-outcome prints as ``TAPPED [N] label: HTTP 200`` (or why it could not be sent). A ``view`` button
-prints its URL to open (``OPEN [N] label: https://…``). A cleared notification's buttons are gone.
+notification whose id or ``sequence_id`` is ID (its sender's part, ``tok_…:``, may be left out). An
+``http`` button's request is made then, and only then, as a phone app makes it: its method (POST,
+PUT or GET) and text body, no credentials or cookies, redirects followed, within ``TAP_TIMEOUT_S``,
+on a thread of its own so typing goes on; the outcome prints as ``TAPPED [N] label: HTTP 200`` (or
+why it could not be sent). A ``view`` button prints its URL to open (``OPEN [N] label: https://…``).
+A cleared notification's buttons are gone.
 """
 
 from __future__ import annotations
@@ -77,10 +78,10 @@ class NotificationButtons:
         self.output = output
         self._transport = transport
         self._lock = threading.Lock()
-        self._kept: OrderedDict[str, list[Button]] = OrderedDict()  # by sequence_id, else id
+        self._kept: OrderedDict[str, list[Button]] = OrderedDict()  # by sequence (Received.sequence)
 
     def on_notification(self, item: Received) -> None:
-        key = str(item.payload.get("sequence_id") or item.payload.get("id") or "")
+        key = item.sequence()
         buttons = buttons_of(item.payload)
         with self._lock:
             self._kept.pop(key, None)  # a replacement's buttons replace its sequence's
@@ -91,7 +92,7 @@ class NotificationButtons:
 
     def on_clear(self, item: Received) -> None:
         with self._lock:
-            self._kept.pop(str(item.payload.get("sequence_id", "")), None)
+            self._kept.pop(item.sequence(), None)
 
     def take_line(self, text: str) -> bool:
         """A typed line, if it is a tap (``tap N`` or ``tap ID N``); any other is left alone."""
@@ -104,7 +105,7 @@ class NotificationButtons:
             )
             return True
         with self._lock:
-            key = words[1] if len(words) == 3 else next(reversed(self._kept), "")
+            key = self._find(words[1]) if len(words) == 3 else next(reversed(self._kept), "")
             buttons = self._kept.get(key, [])
         button = next((b for b in buttons if b.number == int(words[-1])), None)
         if button is None:
@@ -114,6 +115,13 @@ class NotificationButtons:
             return True
         self.tap(key, button)
         return True
+
+    def _find(self, typed: str) -> str:
+        """The kept notification ``typed`` names: its whole key, else the newest whose own part
+        (after its sender's, ``tok_…:``) is what was typed."""
+        if typed in self._kept:
+            return typed
+        return next((key for key in reversed(self._kept) if key.rpartition(":")[2] == typed), typed)
 
     def tap(self, key: str, button: Button) -> None:
         if button.kind == "view":

@@ -1,5 +1,6 @@
-"""The phone's urgent alerts (``relaybox phone run``): a notification that carries a ``receipt``
-alerts again every ``repeat`` seconds (``URGENT (repeat N) [rcp_…]: …`` and the bell) until it is
+"""The phone's urgent alerts (``relaybox phone run``): a notification the server sealed that
+carries a ``receipt`` (a paired device's never alarms: only the server keeps receipts) alerts
+again every ``repeat`` seconds (``URGENT (repeat N) [rcp_…]: …`` and the bell) until it is
 acknowledged here (a typed ``ack`` line), acknowledged elsewhere or cancelled by its sender (an
 ``urgent_stop`` arrives: ``relaybox phone ack`` from another shell is elsewhere too), or its
 ``expire_at`` passes. The repeats are timed by the reminders' scheduler thread
@@ -18,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from client.dispatch import one_line
-from client.opener import Received
+from client.opener import SERVER, Received
 from client.output import Output
 from client.payload_fields import PayloadError, content_of, id_field, integer_field, text_field, when
 from client.phone_api import PhoneApi
 from client.reminder_schedule import Reminder, ReminderScheduler
 from client.state import ClientError
 from client.state_file import read_field, update_fields
+from core.domain.urgent import EXPIRE_MAX_S, REPEAT_MAX_S
 
 ALERTS_FIELD = "urgent_alerts"  # the state file's field: the alerts repeating, oldest first
 STOPPED = {"acknowledged": "acknowledged", "cancelled": "cancelled by its sender", "expired": "expired"}
@@ -84,20 +86,25 @@ class KeptAlerts:
         update_fields(self.path, self.device_id, {ALERTS_FIELD: entries or None})
 
 
-def parse_alert(payload: Mapping[str, Any]) -> Alert | None:
-    """The urgent alert a ``notification`` payload asks for, or ``None`` when it has no receipt."""
+def parse_alert(payload: Mapping[str, Any], *, now: float | None = None) -> Alert | None:
+    """The urgent alert a server-sealed ``notification`` payload asks for, or ``None`` when it has
+    no receipt. With ``now``, its end is held to what the server ever sets (``EXPIRE_MAX_S`` ahead),
+    and its repeat to at most ``REPEAT_MAX_S``."""
     if payload.get("receipt") is None:
         return None
     repeat = integer_field(payload, "repeat")
     if repeat < 1:
         raise PayloadError("repeat must be at least 1 second")
+    expire_at = integer_field(payload, "expire_at")
+    if now is not None:
+        expire_at = min(expire_at, int(now) + EXPIRE_MAX_S)
     title = payload.get("title")
     return Alert(
         id_field(payload, "receipt"),
         title if isinstance(title, str) and title else None,
         text_field(payload, "message"),
-        repeat,
-        integer_field(payload, "expire_at"),
+        min(repeat, REPEAT_MAX_S),
+        expire_at,
     )
 
 
@@ -149,8 +156,10 @@ class PhoneUrgent:
             return list(self._alerts)
 
     def on_notification(self, item: Received) -> None:
+        if item.sender != SERVER:
+            return  # only the server keeps receipts: a paired device's "urgent" fields alarm nothing
         try:
-            alert = parse_alert(item.payload)
+            alert = parse_alert(item.payload, now=self._clock())
         except PayloadError as error:
             self.output.note(one_line(f"urgent notification that cannot be read: {error}"))
             return

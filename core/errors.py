@@ -43,6 +43,11 @@ CATALOGUE: dict[str, ErrorSpec] = {
         429, "Too many wrong pairing codes; wait before trying again.", retry_after_s=60
     ),
     "not_a_phone": ErrorSpec(403, "Only the phone can do this."),
+    # Who may register a phone (core.services.signup).
+    "registration_closed": ErrorSpec(
+        403, "This server takes no new phones without an invite (or none at all); ask its owner for one."
+    ),
+    "invalid_invite": ErrorSpec(403, "The invite is wrong, already used or expired."),
     # Connector consent (the OAuth consent page).
     "consent_expired": ErrorSpec(410, "The consent request expired; start connecting again from the app."),
     "consent_not_confirmed": ErrorSpec(409, "Confirm the code on your phone first."),
@@ -51,6 +56,10 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "invalid_registration": ErrorSpec(400, "The push registration challenge does not match."),
     "unsupported_push_service": ErrorSpec(
         400, "This server pushes through no such service (details name those push_registrations takes)."
+    ),
+    "push_endpoint_not_allowed": ErrorSpec(
+        400,
+        "The web-push endpoint must be an https URL on a push service this server sends to (details.hosts).",
     ),
     # Relay and streams.
     "invalid_blob": ErrorSpec(400, "blob must be standard base64 of an envelope v1 (at least 41 bytes)."),
@@ -94,7 +103,7 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "repeat_requires_urgent": ErrorSpec(400, 'repeat and expire are taken only with priority "urgent".'),
     "invalid_repeat": ErrorSpec(400, "repeat must be a whole number of seconds (details: min, max)."),
     "invalid_expire": ErrorSpec(400, "expire must be a whole number of seconds (details: min, max)."),
-    "receipt_not_found": ErrorSpec(404, "No receipt of this account has that id."),
+    "receipt_not_found": ErrorSpec(404, "No receipt of yours has that id."),
     "too_many_urgent": ErrorSpec(
         429, "The account already has as many urgent notifications repeating as it may.", retry_after_s=30
     ),
@@ -122,6 +131,9 @@ CATALOGUE: dict[str, ErrorSpec] = {
     ),
     "callback_url_not_allowed": ErrorSpec(
         400, "callback_url names a private or loopback host, which this server does not call."
+    ),
+    "callback_url_conflict": ErrorSpec(
+        409, "This question is already asked, with another callback_url or none; details.id names it."
     ),
     "too_many_pending": ErrorSpec(429, "The account already has 10 pending questions.", retry_after_s=30),
     "invalid_filename": ErrorSpec(400, "The filename is unsafe or its extension is not allowed."),

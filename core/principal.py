@@ -115,6 +115,16 @@ class Principal:
         return f"device:{self.device_id}"
 
     @property
+    def sender_id(self) -> str:
+        """The id that names this sender to the devices: its token's (``tok_…``), its connector
+        grant's (``grt_…``) or its device's; a notification's sequence is qualified by it."""
+        if self.kind is PrincipalKind.SENDER_TOKEN:
+            return self.token_id or ""
+        if self.kind is PrincipalKind.CONNECTOR_GRANT:
+            return self.grant_id or ""
+        return self.device_id or ""
+
+    @property
     def is_phone(self) -> bool:
         return self.kind is PrincipalKind.DEVICE and self.surface_kind == "phone"
 

@@ -16,6 +16,7 @@ from nacl.public import PrivateKey
 
 from core.domain.envelope import BoxCache, PairBox, seal_each
 from core.settings import Settings
+from core.startup import KEY_HINT, StartupError
 
 KEY_FILE = "server.key"
 log = logging.getLogger("relaybox.core")
@@ -81,8 +82,8 @@ def _generate(path: Path) -> ServerKeys:
 def _decode(text: str) -> bytes:
     try:
         raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError("RELAYBOX_SERVER_SECRET_KEY must be base64 of 32 bytes") from exc
+    except (binascii.Error, ValueError):
+        raw = b""
     if len(raw) != 32:
-        raise ValueError("RELAYBOX_SERVER_SECRET_KEY must be base64 of 32 bytes")
+        raise StartupError(f"RELAYBOX_SERVER_SECRET_KEY must be {KEY_HINT}")
     return raw

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -54,6 +56,29 @@ class Settings(BaseSettings):
 
     # The server's own X25519 key (base64 of 32 raw bytes). Generated into data_dir on first run if unset.
     server_secret_key: SecretStr | None = None
+
+    # Who may register a phone (core.services.signup). Unset: open when public_url is on loopback
+    # (development, tests), else invite.
+    registration: Literal["open", "invite", "closed"] | None = Field(
+        default=None,
+        description="open: anyone may register a phone; invite: the first phone, then only phones with an "
+        "invite; closed: no new phones. Default: open on a loopback public URL, else invite",
+    )
+    open_registrations_per_hour: int = Field(
+        default=30, ge=1, description="registration open: phones registered per rolling hour, server-wide"
+    )
+    open_wrong_codes_per_hour: int = Field(
+        default=200,
+        ge=1,
+        description="registration open: wrong pairing/consent codes per rolling hour, server-wide, that may "
+        "count against live codes (those beyond count against their guesser alone)",
+    )
+    ipv6_limit_prefix: int = Field(
+        default=64,
+        ge=32,
+        le=128,
+        description="Per-address limits count an IPv6 address by this network prefix",
+    )
 
     # Pairing.
     pairing_code_ttl_s: int = Field(default=300, ge=30, le=3600)
@@ -134,6 +159,11 @@ class Settings(BaseSettings):
     # S3-compatible object storage, used instead of the embedded store when a bucket is set.
     s3_bucket: str | None = None
     s3_endpoint_url: str | None = Field(default=None, description="e.g. https://s3.eu-west-1.amazonaws.com")
+    s3_public_endpoint_url: str | None = Field(
+        default=None,
+        description="The bucket's endpoint as devices reach it, when the server reaches it at another "
+        "(compose: http://minio:9000 inside, the public https URL through Caddy outside)",
+    )
     s3_region: str = "us-east-1"
     s3_access_key_id: str | None = None
     s3_secret_access_key: SecretStr | None = None
@@ -152,6 +182,19 @@ class Settings(BaseSettings):
     )
     vapid_subject: str = "mailto:admin@localhost"
     push_timeout_s: float = Field(default=10.0, gt=0)
+    # Web-push endpoints go only to the push services browsers use (core.domain.outbound.WEB_PUSH_HOSTS).
+    web_push_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts added to those a web-push endpoint may name (a self-hosted push service): "
+        "names, or *.domain for the names below it",
+    )
+    web_push_allow_private: bool = Field(
+        default=False,
+        description="Let web-push endpoints reach private and loopback addresses (tests, a LAN)",
+    )
+    web_push_ca_file: Path | None = Field(
+        default=None, description="A PEM file of extra CAs that push services' certificates may chain to"
+    )
 
     # Bodies.
     max_body_bytes: int = Field(default=96 * 1024, ge=1024)
@@ -174,10 +217,13 @@ class Settings(BaseSettings):
     )
     oauth_register_per_ip_per_minute: int = Field(default=10, ge=1)
     oauth_consent_per_ip_per_minute: int = Field(default=10, ge=1)
-    # Client ID Metadata Documents (a client_id that is an https URL). Loopback http documents are
-    # refused unless this is set: for tests and local development only, never in production.
-    cimd_allow_loopback: bool = Field(
-        default=False, description="Accept http://127.0.0.1 client ID metadata documents (tests only)"
+    # Client ID Metadata Documents (a client_id that is an https URL). Documents on loopback and
+    # private addresses are refused unless this is set: for tests only, never in production.
+    cimd_allow_private: bool = Field(
+        default=False, description="Fetch client ID metadata documents from private addresses (tests only)"
+    )
+    cimd_ca_file: Path | None = Field(
+        default=None, description="A PEM file of extra CAs that metadata documents' hosts may chain to"
     )
     cimd_timeout_s: float = Field(default=5.0, gt=0, le=30)
     cimd_max_bytes: int = Field(default=5 * 1024, ge=512, le=64 * 1024)
@@ -193,6 +239,13 @@ class Settings(BaseSettings):
         return self.public_url or f"http://{self.host}:{self.port}"
 
     @property
+    def effective_registration(self) -> Literal["open", "invite", "closed"]:
+        """``registration``, or its default: open when the public URL is on loopback, else invite."""
+        if self.registration is not None:
+            return self.registration
+        return "open" if _is_loopback(urlsplit(self.base_url).hostname or "") else "invite"
+
+    @property
     def effective_file_store_dir(self) -> Path:
         return self.file_store_dir or self.data_dir / "objects"
 
@@ -201,6 +254,15 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'relaybox.db').resolve()}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class ExplicitSettings(Settings):

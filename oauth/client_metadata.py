@@ -1,12 +1,12 @@
 """Client ID Metadata Documents: a ``client_id`` that is an https URL names the client's own
 metadata document, fetched at the authorize step and cached.
 
-The fetch is guarded against server-side request forgery: https only (http on a loopback host
-only with ``cimd_allow_loopback``, for tests), every address the host resolves to must be public
-(loopback too with that setting), the connection goes to the address that was checked (so a
-second DNS answer cannot redirect it), at most ``MAX_REDIRECTS`` redirects, each checked the same
-way, ``cimd_timeout_s`` in all and ``cimd_max_bytes`` of body. The document must name the URL as
-its ``client_id`` and carry ``client_name`` and ``redirect_uris``; it is cached for its
+The fetch is one of the server's outbound requests (``core.adapters.outbound``), guarded against
+server-side request forgery: https only, every address the host resolves to must be public
+(private ones too only with ``cimd_allow_private``, for tests), the connection goes to the
+address that was checked (so a second DNS answer cannot move it), redirects are not followed,
+``cimd_timeout_s`` in all and ``cimd_max_bytes`` of body. The document must name the URL as its
+``client_id`` and carry ``client_name`` and ``redirect_uris``; it is cached for its
 ``Cache-Control: max-age`` (clamped), else ``cimd_cache_ttl_s``.
 """
 
@@ -14,24 +14,22 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
-import anyio
-import httpx
 from authlib.oauth2.rfc6749 import OAuth2Error
 
-from core.domain.webhooks import address_allowed, parse_address
+from core.adapters.outbound.client import OutboundClient, OutboundError
+from core.adapters.outbound.reach import Reach, client_metadata_reach
+from core.adapters.outbound.resolver import SystemResolver
 from core.principal import Principal
 from core.runtime.core import Core
 from core.runtime.tx import Tx
 from core.settings import Settings
-from oauth.metadata import is_loopback
 from oauth.registration import store_client, validate_metadata
 from oauth.tables import MAX_CLIENT_ID, OAuthClient
 
-MAX_REDIRECTS = 3
+USER_AGENT = "relaybox-oauth/1"
 MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*(\d+)")
 MIN_CACHE_S = 60
 MAX_CACHE_S = 86_400
@@ -49,15 +47,13 @@ def is_metadata_document_url(client_id: str) -> bool:
 async def resolve_client(core: Core, client_id: str, server_metadata: dict[str, Any]) -> None:
     """Make sure the client named by a metadata document URL is stored and fresh."""
     settings = core.settings
-    problem = _url_problem(client_id, settings)
+    reach = client_metadata_reach(settings)
+    problem = _url_problem(client_id) or reach.url_problem(client_id, "the client_id URL")
     if problem is not None:
         raise ClientMetadataError(problem)
     if await core.run(_is_fresh, Principal.system(), client_id=client_id):
         return
-    with anyio.move_on_after(settings.cimd_timeout_s) as scope:
-        document, max_age = await _fetch(client_id, settings)
-    if scope.cancelled_caught:
-        raise ClientMetadataError("the client metadata document did not arrive in time")
+    document, max_age = await _fetch(client_id, settings, reach)
     metadata = _checked(document, client_id, server_metadata)
     ttl = min(max(max_age, MIN_CACHE_S), MAX_CACHE_S) if max_age is not None else settings.cimd_cache_ttl_s
     await core.run(_store, Principal.system(), client_id=client_id, metadata=metadata, ttl=ttl)
@@ -91,89 +87,54 @@ def _checked(document: object, client_id: str, server_metadata: dict[str, Any]) 
         raise ClientMetadataError(f"the client metadata is not acceptable: {exc.description}") from exc
 
 
-def _url_problem(url: str, settings: Settings) -> str | None:
+def _url_problem(url: str) -> str | None:
+    """What a client_id URL needs besides being a URL the server may fetch: a path, no dot
+    segments, and a length the clients table holds."""
     if len(url) > MAX_CLIENT_ID:
         return "the client_id URL is too long"
     try:
         parts = urlsplit(url)
-        _ = parts.port
     except ValueError:
         return "the client_id is not a URL"
-    if parts.scheme == "http" and not (settings.cimd_allow_loopback and _loopback_host(parts.hostname)):
+    if parts.scheme != "https":
         return "a client_id URL must use https"
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        return "a client_id URL must be an https URL with a host"
-    if parts.path in ("", "/") or parts.fragment or "@" in parts.netloc:
-        return "a client_id URL needs a path and no fragment or userinfo"
+    if parts.path in ("", "/"):
+        return "a client_id URL needs a path"
     if any(segment in (".", "..") for segment in parts.path.split("/")):
         return "a client_id URL must not contain dot segments"
     return None
 
 
-async def _fetch(url: str, settings: Settings) -> tuple[object, int | None]:
-    async with httpx.AsyncClient(
-        trust_env=False, follow_redirects=False, timeout=settings.cimd_timeout_s
-    ) as http:
-        for _ in range(MAX_REDIRECTS + 1):
-            parts = urlsplit(url)
-            if parts.scheme not in ("https", "http") or (
-                parts.scheme == "http"
-                and not (settings.cimd_allow_loopback and _loopback_host(parts.hostname))
-            ):
-                raise ClientMetadataError("the client metadata document redirected away from https")
-            address = await _public_address(parts.hostname or "", settings)
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-            target = f"{parts.scheme}://{_bracketed(address)}:{port}{parts.path or '/'}"
-            target += f"?{parts.query}" if parts.query else ""
-            extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
-            request = http.build_request(
-                "GET",
-                target,
-                headers={"Host": parts.netloc, "Accept": "application/json"},
-                extensions=extensions,
-            )
-            response = await http.send(request, stream=True)
-            try:
-                if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
-                    url = urljoin(url, response.headers["location"])
-                    continue
-                if response.status_code != 200:
-                    raise ClientMetadataError(
-                        f"fetching the client metadata document gave HTTP {response.status_code}"
-                    )
-                body = await _read_capped(response, settings.cimd_max_bytes)
-                return _parse(body), _max_age(response.headers.get("cache-control", ""))
-            finally:
-                await response.aclose()
-    raise ClientMetadataError("the client metadata document redirected too many times")
-
-
-async def _public_address(host: str, settings: Settings) -> str:
+async def _fetch(url: str, settings: Settings, reach: Reach) -> tuple[object, int | None]:
+    outbound = OutboundClient(
+        SystemResolver(), reach, timeout_s=settings.cimd_timeout_s, user_agent=USER_AGENT
+    )
     try:
-        infos = await anyio.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise ClientMetadataError(f"the client_id host {host!r} does not resolve") from exc
-    addresses = [str(info[4][0]) for info in infos]
-    for address in addresses:
-        ip = parse_address(address)
-        if not (
-            address_allowed(ip, allow_private=False) or (settings.cimd_allow_loopback and ip.is_loopback)
-        ):
-            raise ClientMetadataError("the client_id host resolves to a private address")
-    if not addresses:
-        raise ClientMetadataError(f"the client_id host {host!r} does not resolve")
-    return addresses[0]
+        answer = await outbound.request(
+            "GET", url, headers={"Accept": "application/json"}, read_limit=settings.cimd_max_bytes
+        )
+    except OutboundError as error:
+        raise ClientMetadataError(_refusal(error, urlsplit(url).hostname or "", settings)) from None
+    if 300 <= answer.status < 400:
+        raise ClientMetadataError("the client metadata document redirected, and redirects are not followed")
+    if answer.status != 200:
+        raise ClientMetadataError(f"fetching the client metadata document gave HTTP {answer.status}")
+    return _parse(answer.body), _max_age(answer.headers.get("cache-control", ""))
 
 
-async def _read_capped(response: httpx.Response, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise ClientMetadataError(f"the client metadata document is larger than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _refusal(error: OutboundError, host: str, settings: Settings) -> str:
+    """What the page says when the document could not be fetched."""
+    if error.code == "timeout":
+        return "the client metadata document did not arrive in time"
+    if error.code == "dns_failed":
+        return f"the client_id host {host!r} does not resolve"
+    if error.code == "address_not_allowed":
+        return "the client_id host resolves to a private address"
+    if error.code == "body_too_large":
+        return f"the client metadata document is larger than {settings.cimd_max_bytes} bytes"
+    if error.code == "url_not_allowed":
+        return error.detail
+    return f"the client metadata document could not be fetched ({error.code})"
 
 
 def _parse(body: bytes) -> object:
@@ -188,11 +149,3 @@ def _max_age(cache_control: str) -> int | None:
         return 0
     match = MAX_AGE.search(cache_control.lower())
     return int(match.group(1)) if match else None
-
-
-def _bracketed(address: str) -> str:
-    return f"[{address}]" if ":" in address else address
-
-
-def _loopback_host(host: str | None) -> bool:
-    return host is not None and is_loopback(host)

@@ -1,4 +1,4 @@
-"""The consent page: server-rendered HTML with no external assets and a strict CSP.
+"""The consent page: server-rendered HTML with the site's stylesheet, no other asset, a strict CSP.
 
 It names who is asking (client name, the host the browser returns to, whether the client runs on
 this computer) and shows the six-digit code to type into the phone. A small same-origin script,
@@ -37,22 +37,15 @@ class ConsentView:
     ttl_s: int
 
 
-STYLE = """
-body{font:16px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;
-background:#f4f5f7;color:#1d2330}
-main{max-width:34rem;margin:2rem auto;background:#fff;border-radius:12px;padding:1.5rem 1.75rem;
-box-shadow:0 1px 4px rgba(0,0,0,.12)}
-h1{font-size:1.35rem;margin:0 0 1rem}
-dl{display:grid;grid-template-columns:auto 1fr;gap:.3rem 1rem;margin:0 0 1rem}
-dt{color:#5b6475}dd{margin:0;word-break:break-all}.code{font:700 2.4rem/1.2 ui-monospace,monospace;
-letter-spacing:.15em;text-align:center;margin:1rem 0}.hint{color:#5b6475;font-size:.9rem}
-fieldset{border:1px solid #d6dae2;border-radius:8px;margin:1rem 0}label{display:block;margin:.45rem 0}
-label code{color:#5b6475;font-size:.8rem}.buttons{display:flex;gap:.75rem;justify-content:flex-end}
-button{font:inherit;padding:.55rem 1.4rem;border-radius:8px;border:1px solid #1d2330;
-background:#fff;cursor:pointer}
-#allow{background:#1d5cff;border-color:#1d5cff;color:#fff}#allow:disabled{opacity:.45;cursor:default}
-.badge{display:inline-block;font-size:.8rem;background:#eef1f6;border-radius:6px;padding:0 .4rem}
-"""
+# Every page wears the site's stylesheet (webapp/static/site.css: light and dark, readable on a
+# phone); the consent page's own rules are its "OAuth pages" section.
+HEAD = """<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<link rel="stylesheet" href="/static/site.css">"""
+BANNER = (
+    '<header class="site-header"><div class="inner"><a class="brand" href="/">relaybox</a></div></header>'
+)
 
 SCRIPT = """
 (function () {
@@ -116,12 +109,11 @@ def consent_page(view: ConsentView) -> HTMLResponse:
     )
     status_url = f"/oauth/consent/{escape(view.session_id)}/status"
     body = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Connect {name} to relaybox</title><style nonce="{nonce}">{STYLE}</style></head>
-<body><main id="consent" data-status-url="{status_url}">
+<html lang="en"><head>{HEAD}
+<title>Connect {name} to relaybox</title></head>
+<body>{BANNER}<main class="oauth-page"><div class="card" id="consent" data-status-url="{status_url}">
 <h1>Connect <span id="client-name">{name}</span> to your phone</h1>
-<dl><dt>App</dt><dd>{name}</dd>
+<dl class="facts"><dt>App</dt><dd>{name}</dd>
 <dt>Returns you to</dt><dd id="redirect-host">{escape(redirect_host(view.redirect_uri))}</dd>
 <dt>Runs</dt><dd id="client-kind">{_runs(view.redirect_uri)}</dd>
 {identity}</dl>
@@ -137,9 +129,11 @@ Start connecting again from {name}.</p></section>
 <input type="hidden" name="csrf_token" value="{escape(view.csrf_token)}">
 <p id="confirmed-by">Confirmed on your phone.</p>
 <fieldset><legend>{name} asks to:</legend>{boxes}</fieldset>
-<div class="buttons"><button type="submit" name="decision" value="deny" id="deny">Deny</button>
-<button type="submit" name="decision" value="allow" id="allow">Allow</button></div></form>
-</main><script nonce="{nonce}">{SCRIPT}</script></body></html>"""
+<div class="button-row">
+<button class="button" type="submit" name="decision" value="deny" id="deny">Deny</button>
+<button class="button primary" type="submit" name="decision" value="allow" id="allow">Allow</button>
+</div></form>
+</div></main><script nonce="{nonce}">{SCRIPT}</script></body></html>"""
     return HTMLResponse(body, headers=page_headers(nonce, csp_source(view.redirect_uri)))
 
 
@@ -165,8 +159,10 @@ def error_page(status: int, title: str, message: str, code: str | None = None) -
     ``code`` is the stable RFC 6749 ``error`` value, shown below the message."""
     shown = f'\n<p id="error-code">Error code: <code>{escape(code)}</code></p>' if code else ""
     body = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title></head>
-<body><main><h1>{escape(title)}</h1><p id="error">{escape(message)}</p>{shown}</main></body></html>"""
+<html lang="en"><head>{HEAD}
+<title>{escape(title)}</title></head>
+<body>{BANNER}<main class="oauth-page"><div class="card error-state"><h1>{escape(title)}</h1>
+<p id="error">{escape(message)}</p>{shown}</div></main></body></html>"""
     return HTMLResponse(body, status_code=status, headers=page_headers(None, None))
 
 
@@ -223,7 +219,7 @@ def page_headers(nonce: str | None, redirect_source: str | None) -> dict[str, st
     allowed = f"'nonce-{nonce}'" if nonce else "'none'"
     form_action = "'self'" + (f" {redirect_source}" if redirect_source else "")
     policy = (
-        f"default-src 'none'; script-src {allowed}; style-src {allowed}; connect-src 'self'; "
+        f"default-src 'none'; script-src {allowed}; style-src 'self'; connect-src 'self'; "
         f"img-src 'none'; form-action {form_action}; frame-ancestors 'none'; base-uri 'none'"
     )
     return {

@@ -76,7 +76,8 @@ class Watch:
         return found
 
     def foreign_requests(self) -> list[str]:
-        return [url for url in self.requests if _origin(url) != self.origin]
+        """Requests to another origin (a ``blob:`` URL the page made itself is of its own origin)."""
+        return [url for url in self.requests if _origin(url.removeprefix("blob:")) != self.origin]
 
     def problems(self) -> list[str]:
         """Everything that should be empty after a clean load."""

@@ -6,10 +6,12 @@ RELAYBOX_REQUIRE_SERVICES=1 (CI) a missing service fails the run instead.
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -62,3 +64,13 @@ def fresh_postgres_database() -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def replica_env(shared_folder: Path) -> dict[str, str]:
+    """What ``relaybox serve`` on PostgreSQL requires (``core.startup``): a server key every replica
+    holds (a new one: give every replica of a test the same dict) and an object store every replica
+    reaches, here a folder on this machine that they share."""
+    return {
+        "RELAYBOX_SERVER_SECRET_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
+        "RELAYBOX_FILE_STORE_DIR": str(shared_folder),
+    }

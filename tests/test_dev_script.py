@@ -4,12 +4,14 @@ server stop by itself and passes on its status (130)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -147,8 +149,9 @@ def test_a_step_that_fails_or_is_interrupted_is_one_line_and_installs_again_next
 
 
 @pytest.mark.e2e
-def test_ctrl_c_during_dev_py_serve_stops_the_server_cleanly_with_status_130(tmp_path: Path) -> None:
-    # A copy of the repository's dev.py whose .venv is set up already; its relaybox is this one.
+def start_dev_serve(tmp_path: Path) -> tuple[subprocess.Popen[str], LineReader, LineReader]:
+    """``python3 dev.py serve`` from a copy of the repository's dev.py whose .venv is set up already
+    (its relaybox is this one), in a process group of its own, as a terminal starts it."""
     root = tmp_path / "repo"
     (root / ".venv" / "bin").mkdir(parents=True)
     shutil.copy(REPO_ROOT / "dev.py", root / "dev.py")
@@ -171,7 +174,11 @@ def test_ctrl_c_during_dev_py_serve_stops_the_server_cleanly_with_status_130(tmp
         start_new_session=True,  # its own process group, which Ctrl-C in a terminal signals as a whole
     )
     assert process.stdout is not None and process.stderr is not None
-    stdout, stderr = LineReader(process.stdout), LineReader(process.stderr)
+    return process, LineReader(process.stdout), LineReader(process.stderr)
+
+
+def test_ctrl_c_during_dev_py_serve_stops_the_server_cleanly_with_status_130(tmp_path: Path) -> None:
+    process, stdout, stderr = start_dev_serve(tmp_path)
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         first = stdout.next_line(deadline) or ""
@@ -187,4 +194,25 @@ def test_ctrl_c_during_dev_py_serve_stops_the_server_cleanly_with_status_130(tmp
     assert [line for line in err.splitlines() if not line.startswith("INFO:")] == [
         "relaybox stopped (Ctrl-C)"
     ]
+    assert "Application shutdown complete." in err  # the server stopped by itself, not killed
+
+
+def test_sigterm_to_dev_py_serve_alone_stops_its_server_too(tmp_path: Path) -> None:
+    process, stdout, stderr = start_dev_serve(tmp_path)
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        first = stdout.next_line(deadline) or ""
+        listening = LISTENING.match(first.rstrip("\n"))
+        assert listening, (first, stderr.lines)
+        port = int(listening[0].rsplit(":", 1)[1])
+        process.send_signal(signal.SIGTERM)  # to dev.py only, as `kill PID` or a service manager does
+        assert process.wait(STOP_TIMEOUT_S) == 0
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing listens there any more
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a server child left behind, if any
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(STOP_TIMEOUT_S)
+        out, err = stdout.close(), stderr.close()
+    assert TRACEBACK not in err and TRACEBACK not in out
     assert "Application shutdown complete." in err  # the server stopped by itself, not killed

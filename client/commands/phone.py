@@ -4,6 +4,8 @@ connect, answer, ack)."""
 from __future__ import annotations
 
 import argparse
+import sys
+from datetime import UTC, datetime
 
 from client import phone
 from client.commands.pair import peer_label, print_safety_number
@@ -48,8 +50,26 @@ def add_phone_commands(commands: Subcommands) -> Subcommands:
     register.add_argument(
         "--app-build", type=non_negative_int, metavar="N", help="app build number to report"
     )
+    register.add_argument(
+        "--invite",
+        metavar="INVITE",
+        help="an invite, which a server that takes new phones by invite needs: made by a phone already "
+        "there (`relaybox phone invite`) or by its operator (`relaybox invite`)",
+    )
     register.add_argument("--force", action="store_true", help="replace an existing phone state file")
     add_state_option(register, "phone")
+
+    invite = command(
+        phone_commands,
+        "invite",
+        summary="make a single-use invite for one more phone on this server (24 hours)",
+        description="Make an invite that lets one more phone register on this phone's server, once,\n"
+        "within 24 hours: a server reached from the internet takes new phones only by invite\n"
+        "(RELAYBOX_REGISTRATION=invite). The invite is printed alone on stdout; give it to the\n"
+        "new phone: `relaybox phone register --invite INVITE`, or the web app's set-up.",
+        run=_phone_invite,
+    )
+    add_state_option(invite, "phone")
 
     pair = command(
         phone_commands,
@@ -79,13 +99,29 @@ def add_phone_commands(commands: Subcommands) -> Subcommands:
 def _phone_register(args: argparse.Namespace) -> int:
     path = state_path(args, "phone")
     state = phone.register(
-        path, server=args.server, name=args.name, app_build=args.app_build, force=args.force
+        path,
+        server=args.server,
+        name=args.name,
+        app_build=args.app_build,
+        invite=args.invite,
+        force=args.force,
     )
     print(f"registered phone {state.device_id} ({state.name or 'unnamed'}) on {state.server}")
     print(f"state saved to {path}")
     print(
         f"next: on the computer run `relaybox pair --server {state.server}`, then `relaybox phone pair CODE`"
     )
+    return 0
+
+
+def _phone_invite(args: argparse.Namespace) -> int:
+    path = state_path(args, "phone")
+    made = phone.create_invite(path)
+    until = datetime.fromtimestamp(made.expires_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    print(made.invite)
+    print(f"single use, until {until}", file=sys.stderr)
+    server = phone.load(path).server
+    print(f"on the new phone: relaybox phone register --server {server} --invite INVITE", file=sys.stderr)
     return 0
 
 

@@ -10,7 +10,7 @@ from pydantic.json_schema import models_json_schema
 from starlette.responses import JSONResponse, Response
 
 from core.api.routing import Call, Endpoint
-from core.services import device_list, devices, push_registration
+from core.services import device_list, devices, push_registration, signup
 from core.services.auth import Accept
 
 
@@ -56,7 +56,14 @@ ENDPOINTS = [
         body=devices.DeviceCreate,
         response=devices.DeviceRegistered,
         status=201,
-        errors=("invalid_public_key", "unsupported_push_service", "rate_limit_exceeded"),
+        errors=(
+            "invalid_public_key",
+            "unsupported_push_service",
+            "push_endpoint_not_allowed",
+            "registration_closed",
+            "invalid_invite",
+            "rate_limit_exceeded",
+        ),
         tag="devices",
     ),
     Endpoint(
@@ -76,7 +83,7 @@ ENDPOINTS = [
         auth=Accept.DEVICE,
         body=devices.DevicePatch,
         response=devices.DeviceOut,
-        errors=("unsupported_push_service",),
+        errors=("unsupported_push_service", "push_endpoint_not_allowed"),
         tag="devices",
     ),
     Endpoint(
@@ -118,6 +125,26 @@ async def list_my_devices(call: Call) -> BaseModel:
     return await call.core.run(device_list.list_devices, call.principal)
 
 
+async def create_invite(call: Call) -> BaseModel:
+    return await call.core.run(signup.create_invite, call.principal)
+
+
+ENDPOINTS.append(
+    Endpoint(
+        "POST",
+        "/v1/invites",
+        create_invite,
+        "Invite one more phone onto this server (a phone's credential; single use, 24 hours)",
+        auth=Accept.DEVICE,
+        response=signup.InviteOut,
+        status=201,
+        description="Where registration is by invite, a phone registers with `POST /v1/devices` only with "
+        "an invite (`invite`), once the server's first phone claimed it. At most 20 of an account's "
+        "invites are live at once.",
+        errors=("not_a_phone", "registration_closed", "limit_reached"),
+        tag="devices",
+    )
+)
 ENDPOINTS.append(
     Endpoint(
         "GET",

@@ -170,7 +170,13 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             body=interaction_models.InteractionCreate,
             response=interaction_models.InteractionOut,
             status=201,
-            errors=("too_many_pending", "invalid_callback_url", "callback_url_not_allowed", *GATED),
+            errors=(
+                "too_many_pending",
+                "invalid_callback_url",
+                "callback_url_not_allowed",
+                "callback_url_conflict",
+                *GATED,
+            ),
             tag="phone",
             description=CREATE_DESCRIPTION,
             extra={

@@ -3,6 +3,7 @@ the error they raise with a stable code."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,6 +17,8 @@ URL_SCHEMA: JsonDict = {
     "maxLength": URL_MAX_BYTES,
 }
 WEB_SCHEMES = ("http", "https")
+# C0 and C1 controls, DEL, and the bidirectional controls that would make a shown URL read otherwise.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class InvalidFieldError(ValueError):
@@ -57,8 +60,8 @@ def check_text(value: Any, code: str, name: str, max_bytes: int, too_long_code: 
 
 
 def check_url(value: Any, code: str, name: str, schemes: tuple[str, ...] = WEB_SCHEMES) -> str | None:
-    """``None`` when absent or empty; else a URL of one of ``schemes`` with a host, no white space,
-    at most ``URL_MAX_BYTES``."""
+    """``None`` when absent or empty; else a URL of one of ``schemes`` with a host, no white space
+    and no control character, at most ``URL_MAX_BYTES``."""
     if value is None or value == "":
         return None
     wanted = " or ".join(schemes)
@@ -75,6 +78,8 @@ def check_url(value: Any, code: str, name: str, schemes: tuple[str, ...] = WEB_S
         raise InvalidFieldError(code, f"{name} must be an {wanted} URL.") from exc
     if parts.scheme.lower() not in schemes or not parts.netloc or any(c.isspace() for c in value):
         raise InvalidFieldError(code, f"{name} must be an {wanted} URL.")
+    if CONTROL.search(value):
+        raise InvalidFieldError(code, f"{name} must not contain control characters.")
     if not is_unicode(value):
         raise InvalidFieldError(code, f"{name} is not valid Unicode text.")
     return value

@@ -44,15 +44,26 @@ def token_update(tokens: list[TokenSummary], *, at: int) -> dict[str, Any]:
     }
 
 
+def sender_sequence(sender: str, sequence: str) -> str:
+    """A sender's sequence as the devices see it: ``<sender id>:<sequence>``. A caller's own
+    ``sequence_id`` holds no ``:`` (its alphabet), so no sender can name another's sequence, nor a
+    tag a device app keeps for itself (``ring``, ``int_…``, ``rcp_…``: none holds a ``:``)."""
+    return f"{sender}:{sequence}"
+
+
 def notification(
     note: Notification,
     *,
     msg_id: str,
     sent_at: int,
+    sender: str,
     attachment: dict[str, Any] | None = None,
     urgent: UrgentReceipt | None = None,
 ) -> dict[str, Any]:
-    """A server-composed notification (send API, shim, connector); ``attachment`` is the reference
+    """A server-composed notification (send API, shim, connector) from ``sender``
+    (``Principal.sender_id``): its ``sequence_id`` is the caller's, else the notification's id,
+    qualified by the sender (``sender_sequence``), so that a later one of the same sender and
+    sequence replaces it and one of another sender never does. ``attachment`` is the reference
     to a parked attachment (``core.services.attachments.park``), with the key to open it;
     ``urgent``: the phone alerts again every ``repeat`` seconds until ``expire_at``, unless it is
     acknowledged (the receipt's device route) or an ``urgent_stop`` for ``receipt`` comes first."""
@@ -61,7 +72,7 @@ def notification(
             "type": "notification",
             "id": msg_id,
             "sent_at": sent_at,
-            "sequence_id": note.sequence_id,
+            "sequence_id": sender_sequence(sender, note.sequence_id or msg_id),
             "title": note.title,
             "message": note.message,
             "priority": note.priority,
@@ -79,10 +90,11 @@ def notification(
     )
 
 
-def notification_clear(*, sequence_id: str, at: int) -> dict[str, Any]:
-    """Take the notification of ``sequence_id`` (a send's ``sequence_id``, else its ``id``) away;
-    the phone ignores a sequence it does not show."""
-    return {"type": "notification_clear", "sequence_id": sequence_id, "at": at}
+def notification_clear(*, sender: str, sequence_id: str, at: int) -> dict[str, Any]:
+    """Take ``sender``'s notification of ``sequence_id`` (a send's ``sequence_id``, else its
+    ``id``) away, qualified as the notification was (``sender_sequence``); the phone ignores a
+    sequence it does not show."""
+    return {"type": "notification_clear", "sequence_id": sender_sequence(sender, sequence_id), "at": at}
 
 
 def urgent_stop(*, receipt_id: str, reason: str) -> dict[str, Any]:
@@ -120,6 +132,25 @@ def interaction_request(
             "choices": choices,
             "expires_at": expires_at,
             "text_max_chars": text_max_chars,
+        }
+    )
+
+
+def interaction_closed(
+    *, interaction_id: str, answered_by: str, answered_by_name: str, choice_index: int | None, at: int
+) -> dict[str, Any]:
+    """The question ``interaction_id`` was answered (by the device ``answered_by``, with
+    ``choice_index`` unless only a typed reply answered it): every device of the account closes it,
+    the one that answered too (the same phone may run twice). Never the typed reply. A question that
+    expires sends nothing: each phone closes it at its ``expires_at`` by itself."""
+    return _without_none(
+        {
+            "type": "interaction_closed",
+            "id": interaction_id,
+            "reason": "answered",
+            "answered_by": {"device_id": answered_by, "name": answered_by_name},
+            "choice_index": choice_index,
+            "at": at,
         }
     )
 

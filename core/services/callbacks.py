@@ -13,8 +13,9 @@ it again.
 
 from __future__ import annotations
 
+from core.domain.outbound import plainly_private, url_host, url_problem
 from core.domain.secrets import new_prefixed_id
-from core.domain.webhooks import callback_host, new_secret_text, plainly_private, url_problem
+from core.domain.webhooks import new_secret_text
 from core.errors import RelayError
 from core.runtime.events import Published
 from core.runtime.tx import Tx
@@ -32,10 +33,10 @@ def checked_url(settings: Settings, url: str) -> str:
     ``callback_url_not_allowed`` for a host that is plainly private (a loopback name, a private,
     loopback or link-local address) unless ``callbacks_allow_private``. A name that resolves to
     such an address is refused at each delivery instead (``address_not_allowed``)."""
-    problem = url_problem(url)
+    problem = url_problem(url, "callback_url")
     if problem is not None:
         raise RelayError("invalid_callback_url", problem)
-    if not settings.callbacks_allow_private and plainly_private(callback_host(url)):
+    if not settings.callbacks_allow_private and plainly_private(url_host(url)):
         raise RelayError("callback_url_not_allowed")
     return url
 
@@ -74,6 +75,12 @@ def on_answered(tx: Tx, interaction_id: str) -> None:
     )
     if switched:
         tx.emit(Published(CALLBACKS_TOPIC, str(now)))
+
+
+def url_of(tx: Tx, interaction_id: str) -> str | None:
+    """The URL the question's callback goes to, or None when it was asked without one."""
+    row = tx.session.get(InteractionCallback, interaction_id)
+    return None if row is None else row.url
 
 
 def status_of(tx: Tx, interaction_id: str) -> CallbackStatus | None:

@@ -21,6 +21,7 @@ from core.runtime.group_commit import lock_devices_of
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services.delivery import push_target, request_push
+from core.services.limits import address_key
 from core.services.push_registration import (
     PushRegistrations,
     RegistrationProof,
@@ -30,6 +31,7 @@ from core.services.push_registration import (
     push_route,
 )
 from core.services.queue_packed import unlist_device
+from core.services.signup import admit_phone
 from core.store.tables import (
     Account,
     Device,
@@ -58,6 +60,13 @@ class DeviceCreate(BaseModel):
     web_push: WebPushSubscription | None = None
     push_registrations: PushRegistrations | None = Registrations
     app_build: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
+    invite: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="An invite (POST /v1/invites): needed once the server is claimed, where registration "
+        "is by invite",
+    )
 
 
 class DeviceRegistered(BaseModel):
@@ -113,15 +122,18 @@ def checked_public_key(text: str) -> str:
 
 
 def register_phone(tx: Tx, principal: Principal, *, body: DeviceCreate) -> DeviceRegistered:
-    """Register a phone: creates the account whose root device it is. Per-IP limited."""
+    """Register a phone: creates the account whose root device it is. Per-IP limited, and only as
+    the server's registration mode lets it (``core.services.signup``: an invite, the first phone)."""
     charge_ip(tx, principal, "register_ip_minute", tx.settings.register_per_ip_per_minute)
     public_key = checked_public_key(body.public_key)
     registrations = checked_registrations(tx, body.push_registrations, body.web_push)
+    device_id = new_uuid()
+    admit_phone(tx, device_id=device_id, invite=body.invite)
     now = tx.now()
     account = Account(account_id=new_uuid(), created_at=now)
     credential = new_device_credential()
     device = Device(
-        device_id=new_uuid(),
+        device_id=device_id,
         account_id=account.account_id,
         device_type=body.device_type,
         surface_kind="phone",
@@ -248,9 +260,10 @@ def own_device(tx: Tx, principal: Principal) -> Device:
 
 
 def charge_ip(tx: Tx, principal: Principal, resource: str, per_minute: int) -> None:
-    """Per-IP limit for unauthenticated routes (the principal's label carries the IP)."""
-    ip = principal.label or "unknown"
-    decision = tx.limiter.acquire([LimitCheck(resource, ip, per_minute, 60)], tx.clock.now())
+    """Per-IP limit for unauthenticated routes (the principal's label carries the IP; an IPv6
+    address counts by its network, ``address_key``)."""
+    key = address_key(tx.settings, principal.label or "unknown")
+    decision = tx.limiter.acquire([LimitCheck(resource, key, per_minute, 60)], tx.clock.now())
     if not decision.allowed:
         raise RelayError(
             "rate_limit_exceeded",

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
-from core.domain.webhooks import MAX_URL_BYTES
+from core.domain.outbound import MAX_URL_BYTES
 from core.services.limits import Limited
 from core.services.relay import BLOB_SCHEMA
 from core.services.typed_replies import TEXT_DEFAULT_MAX_CHARS, TEXT_MAX_CHARS

@@ -28,6 +28,7 @@ from core.runtime.tx import Tx
 from core.services import callbacks
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import send_server_message
+from core.services.interaction_closed import announce_answer
 from core.services.interaction_models import Answer as Answer
 from core.services.interaction_models import CallbackStatus, Status
 from core.services.interaction_models import InteractionCreate as InteractionCreate
@@ -60,7 +61,9 @@ def answered_topic(interaction_id: str) -> str:
 def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate, ip: str) -> InteractionOut:
     """Ask the phone; a duplicate (same key, or same question and choices from the same caller)
     within the interaction's lifetime returns the existing one (handing over a typed reply nobody
-    read yet, and the secret of the callback it was first asked with) and sends no second prompt."""
+    read yet, and the secret of its callback) and sends no second prompt. A duplicate naming
+    another ``callback_url`` than the first (or one where it had none) is 409
+    ``callback_url_conflict``: the first stays, and its secret is not handed out for another URL."""
     principal.require_scope(SCOPE_APPROVALS_WRITE)
     callback_url = (
         None if body.callback_url is None else callbacks.checked_url(tx.settings, body.callback_url)
@@ -78,8 +81,11 @@ def create_interaction(tx: Tx, principal: Principal, *, body: InteractionCreate,
         )
     ).first()
     if existing is not None:
+        first_url = callbacks.url_of(tx, existing.interaction_id)
+        if callback_url is not None and callback_url != first_url:
+            raise RelayError("callback_url_conflict", details={"id": existing.interaction_id})
         out = interaction_out(existing, now, created=False, text=take_text(tx, existing))
-        if callbacks.status_of(tx, existing.interaction_id) is None:
+        if first_url is None:
             return out
         return out.model_copy(
             update={"callback_secret": callbacks.secret_text(tx.keys, existing.interaction_id)}
@@ -219,8 +225,17 @@ def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, bod
         answered = bool(lost) and StateRow(*lost[0][:STATE_WIDTH]).answered_at is not None
         raise RelayError("already_answered" if answered else "interaction_expired")
     callbacks.on_answered(tx, interaction_id)
+    state = StateRow(*won[0])
+    announce_answer(
+        tx,
+        account_id,
+        interaction_id,
+        answered_by=device_id,
+        choice_index=state.choice_index,
+        expires_at=state.expires_at,
+    )
     tx.emit(Published(answered_topic(interaction_id), "answered"))
-    return interaction_out(StateRow(*won[0]), now)
+    return interaction_out(state, now)
 
 
 def _owned(tx: Tx, principal: Principal, interaction_id: str) -> Interaction:

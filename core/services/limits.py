@@ -16,6 +16,7 @@ worker-thread hop fewer).
 from __future__ import annotations
 
 import functools
+import ipaddress
 from contextvars import ContextVar
 
 import anyio
@@ -37,10 +38,31 @@ class Limited(BaseModel):
     monthly: LimitState | None = Field(default=None, exclude=True)
 
 
+def address_key(settings: Settings, ip: str) -> str:
+    """What an address's limits count under: an IPv4 address itself (an IPv4-mapped IPv6 one too),
+    an IPv6 address by its network of ``ipv6_limit_prefix`` bits (one subscriber holds a whole
+    /64: 2^64 addresses would otherwise be 2^64 budgets)."""
+    return _address_key(ip, settings.ipv6_limit_prefix)
+
+
+@functools.lru_cache(maxsize=4096)
+def _address_key(ip: str, ipv6_prefix: int) -> str:
+    try:
+        address = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return ip  # not an address (an in-process test client): itself
+    if isinstance(address, ipaddress.IPv4Address):
+        return str(address)
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, ipv6_prefix), strict=False))
+
+
 def ip_checks(settings: Settings, ip: str) -> list[LimitCheck]:
+    key = address_key(settings, ip)
     return [
-        LimitCheck("ip_minute", ip, settings.limit_ip_minute, 60),
-        LimitCheck("ip_hour", ip, settings.limit_ip_hour, 3600),
+        LimitCheck("ip_minute", key, settings.limit_ip_minute, 60),
+        LimitCheck("ip_hour", key, settings.limit_ip_hour, 3600),
     ]
 
 

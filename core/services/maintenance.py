@@ -18,6 +18,7 @@ from core.store.tables import (
     ConsentSession,
     Interaction,
     InteractionCallback,
+    Invite,
     PairingCode,
     PairResult,
     ParkedAttachment,
@@ -41,7 +42,8 @@ class SweepOut(BaseModel):
 def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
     """Remove expired pairing codes and results, consent sessions, queued envelopes, registration
     challenges, parked documents and attachments, questions (with their callbacks, once these are
-    done), file transfers (with their objects), urgent receipts a day past their expiry, and
+    done), file transfers (with their objects), urgent receipts a day past their expiry, unused
+    invites once they expire, and
     revocation audit rows (sender tokens, connector grants with their tokens) older than the
     retention (30 days by default)."""
     if principal.kind is not PrincipalKind.SYSTEM:
@@ -68,6 +70,7 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
             or_(~_callback_pending(), col(Interaction.expires_at) <= now - CALLBACK_GRACE_S),
         ),
         "receipts": delete(Receipt).where(col(Receipt.expires_at) <= now - RECEIPT_RETENTION_S),
+        "invites": delete(Invite).where(col(Invite.expires_at) <= now),
         "revoked_tokens": delete(SenderToken).where(
             col(SenderToken.revoked_at) <= now - tx.settings.revoked_token_retention_s
         ),

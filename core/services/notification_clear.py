@@ -40,7 +40,8 @@ def clear_notification(
     tx: Tx, principal: Principal, *, sequence_id: str, device: str | None, ip: str
 ) -> ClearOut:
     """Tell the selected devices (``device`` as a send takes it; all by default) to take away the
-    notification of ``sequence_id``. A phone app too old to understand it is 426
+    calling sender's notification of ``sequence_id`` (another sender's of the same name stays:
+    ``payloads.sender_sequence``). A phone app too old to understand it is 426
     ``phone_app_outdated`` (``min_build_notification_clear``)."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
     with field_error():
@@ -50,7 +51,7 @@ def clear_notification(
     if any(d.surface_kind == "phone" for d in devices):
         warnings += gate(tx, account_phone(tx, principal.account_id), Feature.NOTIFICATION_CLEAR)
     rate_limit, monthly = charge_send_class(tx, principal, ip)
-    payload = payloads.notification_clear(sequence_id=checked, at=tx.now())
+    payload = payloads.notification_clear(sender=principal.sender_id, sequence_id=checked, at=tx.now())
     addressees = [
         Addressee(d, new_prefixed_id("msg"), d.push_target(), push_now=not _woken_only_to_show(tx, d))
         for d in devices

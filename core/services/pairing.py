@@ -2,10 +2,11 @@
 
 The computer calls ``init_pairing`` (unauthenticated, per-IP limited) and gets a code plus its own
 device id and credential; the phone confirms the code with its credential; the computer collects
-the phone's key with ``get_pairing_result``. Wrong codes are limited per IP and per phone (the
-guesser waits), and per code: a live code dies after a few wrong guesses that could have been aimed
-at it (``core.services.code_guesses``). Nothing is limited server-wide, so no stranger can lock
-pairing or consent for everyone.
+the phone's key with ``get_pairing_result``. Wrong codes are limited per address (an IPv6 /64 as
+one) and per phone (the guesser waits), and per code: a live code dies after a few wrong guesses
+that could have been aimed at it (``core.services.code_guesses``, which also says what a stranger
+can and cannot do to someone else's code). No guess is refused for what others did, so no stranger
+can lock pairing or consent for everyone.
 
 The phone confirms the connector's consent codes (``core.services.consent``) through the same
 route and the same limits: a live consent code is confirmed as intent ``connector``.
@@ -39,6 +40,7 @@ from core.runtime.tx import Tx
 from core.services.code_guesses import charge_wrong_code
 from core.services.consent import confirm_consent_code, consent_code_is_live
 from core.services.devices import DeviceType, charge_ip, checked_public_key, own_device
+from core.services.limits import address_key
 from core.store.tables import Device, Pair, PairingCode, PairResult
 
 ComputerSurface = Literal["extension", "pwa", "cli", "desktop"]
@@ -267,11 +269,12 @@ def _redeem(tx: Tx, code_digest: str) -> bool:
 
 
 def _failure_checks(tx: Tx, ip: str, phone_id: str) -> list[LimitCheck]:
-    """The guesser's own wrong-code budgets: per IP and per phone. What bounds the guesses any one
-    live code can receive, whatever number of IPs or phones an attacker uses, is the code's own
-    death (``core.services.code_guesses``)."""
+    """The guesser's own wrong-code budgets: per address (an IPv6 /64 as one) and per phone. What
+    bounds the guesses any one live code can receive, whatever number of addresses or phones an
+    attacker uses, is the code's own death (``core.services.code_guesses``)."""
     window = tx.settings.pairing_failure_window_s
+    key = address_key(tx.settings, ip)
     return [
-        LimitCheck("pairing_failures_ip", ip, tx.settings.pairing_failures_per_ip, window),
+        LimitCheck("pairing_failures_ip", key, tx.settings.pairing_failures_per_ip, window),
         LimitCheck("pairing_failures_device", phone_id, tx.settings.pairing_failures_per_device, window),
     ]

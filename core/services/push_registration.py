@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from sqlalchemy import delete
 from sqlmodel import col
 
+from core.adapters.outbound.reach import web_push_reach
 from core.adapters.push.base import FCM, WEB_PUSH, PushMessage, PushTarget, WebPushSubscription
 from core.domain.secrets import digest, digests_match, new_prefixed_id
 from core.errors import RelayError, invalid_body
@@ -44,7 +45,9 @@ def checked_registrations(
     """What a device registers, by service, each as its configured sender's model validated it:
     400 ``unsupported_push_service`` for a service no configured sender takes a registration for,
     ``invalid_body`` for fields its model refuses. ``web_push`` is web push's registration under
-    the field the web app sends; it is kept even with web push off, as it always was."""
+    the field the web app sends; it is kept even with web push off, as it always was. A web-push
+    endpoint must be one the server may push to (``web_push_reach``): else 400
+    ``push_endpoint_not_allowed``, before anything is stored."""
     checked = {WEB_PUSH: web_push.model_dump()} if web_push is not None else {}
     for service, fields in (given.root if given is not None else {}).items():
         model = tx.push.registrations.get(service)
@@ -55,7 +58,18 @@ def checked_registrations(
             checked[service] = model.model_validate(fields).model_dump()
         except ValidationError as error:
             raise invalid_body(error, at=("push_registrations", service)) from error
+    if WEB_PUSH in checked:
+        _check_web_push_endpoint(tx, checked[WEB_PUSH]["endpoint"])
     return checked
+
+
+def _check_web_push_endpoint(tx: Tx, endpoint: str) -> None:
+    """400 ``push_endpoint_not_allowed`` for an endpoint that is not https on a push service's
+    host, or that names a private address: the server would never send to it."""
+    reach = web_push_reach(tx.settings)
+    problem = reach.url_problem(endpoint, "the web-push endpoint")
+    if problem is not None:
+        raise RelayError("push_endpoint_not_allowed", problem, details={"hosts": list(reach.hosts or ())})
 
 
 def push_route(tx: Tx, device: Device) -> str:

@@ -1,6 +1,9 @@
-"""Urgent until acknowledged: an urgent send with ``repeat`` keeps a receipt, which the sender
+"""Urgent until acknowledged: an urgent send with ``repeat`` keeps a receipt, which its sender
 polls (``GET /v1/receipts/{id}``, long poll with ``wait``) and may cancel, and any of the
-account's devices acknowledges. The first of acknowledgement, cancel and expiry settles it.
+account's devices acknowledges. The first of acknowledgement, cancel and expiry settles it. Only
+the sender that sent it (its token, or its connector grant: ``Principal.owner_key``) reads or
+cancels a receipt, as only its creator reads a question; another sender of the same account is
+told there is no such receipt.
 
 The phone repeats the alert itself, every ``repeat`` seconds until ``expire_at``
 (``core.domain.urgent``). A browser phone whose app is closed cannot time anything, so for each
@@ -109,6 +112,7 @@ def keep(
         Receipt(
             receipt_id=receipt.receipt_id,
             account_id=principal.account_id,
+            owner=principal.owner_key,
             msg_id=msg_id,
             device_ids=",".join(device_ids),
             repeat_s=receipt.repeat_s,
@@ -139,9 +143,9 @@ def keep(
 
 @read_only
 def get_receipt(tx: Tx, principal: Principal, *, receipt_id: str) -> ReceiptOut:
-    """The receipt's state; 404 ``receipt_not_found`` for an unknown id or another account's."""
+    """The receipt's state; 404 ``receipt_not_found`` for an unknown id or another sender's."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
-    return _out(tx, _of_account(tx, principal.account_id, receipt_id))
+    return _out(tx, _of_sender(tx, principal, receipt_id))
 
 
 async def poll_receipt(core: Core, principal: Principal, *, receipt_id: str, wait: int) -> ReceiptOut:
@@ -159,7 +163,7 @@ def cancel_receipt(tx: Tx, principal: Principal, *, receipt_id: str) -> ReceiptO
     """Stop a pending receipt's repeats: the devices are told (``urgent_stop``, reason
     ``cancelled``). Idempotent: a settled receipt is answered as it is."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
-    row = _of_account(tx, principal.account_id, receipt_id)
+    row = _of_sender(tx, principal, receipt_id)
     _settle(tx, row, "cancelled", cancelled_at=tx.now())
     return _out(tx, row)
 
@@ -219,6 +223,14 @@ def _devices(tx: Tx, device_ids: list[str], *, browsers_only: bool) -> list[Devi
 def _of_account(tx: Tx, account_id: str, receipt_id: str) -> Receipt:
     row = tx.session.get(Receipt, receipt_id)
     if row is None or row.account_id != account_id:
+        raise RelayError("receipt_not_found")
+    return row
+
+
+def _of_sender(tx: Tx, principal: Principal, receipt_id: str) -> Receipt:
+    """The receipt ``principal`` sent (one kept before receipts had owners: its account's)."""
+    row = _of_account(tx, principal.account_id, receipt_id)
+    if row.owner is not None and row.owner != principal.owner_key:
         raise RelayError("receipt_not_found")
     return row
 

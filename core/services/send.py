@@ -85,7 +85,9 @@ def _compose(
     reference = attachments.reference(attachment, attachment_id) if attachment is not None else None
     # A repeating alert keeps the true time: the phone counts its repeats from it.
     sent_at = note.timestamp if note.timestamp is not None and urgent is None else now
-    payload = payloads.notification(note, msg_id=msg_id, sent_at=sent_at, attachment=reference, urgent=urgent)
+    payload = payloads.notification(
+        note, msg_id=msg_id, sent_at=sent_at, sender=principal.sender_id, attachment=reference, urgent=urgent
+    )
     encoded = payloads.encode(payload)  # once: every device gets the same plaintext, sealed to it
     size = len(encoded)
     if size > ENVELOPE_MAX_BYTES:

@@ -14,6 +14,10 @@ from sqlmodel import Field, SQLModel
 from core.store.kept_tables import AccountDeviceVersion as AccountDeviceVersion
 from core.store.kept_tables import QueueCount as QueueCount
 
+# Who may register a phone: the server's claim and its invites.
+from core.store.signup_tables import Invite as Invite
+from core.store.signup_tables import ServerClaim as ServerClaim
+
 # What a caller waits on (questions, their callbacks, urgent receipts) has a module of its own;
 # its tables are part of this one.
 from core.store.waited_tables import Interaction as Interaction

@@ -65,6 +65,7 @@ class Receipt(SQLModel, table=True):
 
     receipt_id: str = Field(primary_key=True, max_length=40)
     account_id: str = Field(foreign_key="accounts.account_id", index=True, max_length=36)
+    owner: str | None = Field(default=None, max_length=48)  # its sender (Principal.owner_key)
     msg_id: str = Field(max_length=40)
     device_ids: str = Field(sa_column=Column(Text, nullable=False))  # comma list of its recipients
     repeat_s: int

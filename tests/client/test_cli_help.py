@@ -9,8 +9,10 @@ import pytest
 from app.cli import main
 
 COMMANDS: list[tuple[list[str], list[str]]] = [
-    (["phone"], ["register", "pair", "show", "tokens"]),
-    (["phone", "register"], ["--server", "--name", "--app-build", "--force", "--state"]),
+    (["phone"], ["register", "invite", "pair", "show", "tokens"]),
+    (["phone", "register"], ["--server", "--name", "--app-build", "--invite", "--force", "--state"]),
+    (["phone", "invite"], ["--state"]),
+    (["invite"], ["--data-dir"]),
     (["phone", "pair"], ["CODE", "--state"]),
     (["phone", "show"], ["--state"]),
     (["phone", "tokens"], ["create", "list", "revoke"]),

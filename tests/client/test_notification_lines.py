@@ -115,3 +115,21 @@ def test_what_a_sender_wrote_cannot_break_the_lines() -> None:
     shown = default_dispatcher().describe(received(note))
     assert "\x1b" not in shown and len(shown.splitlines()) == 3
     assert shown.splitlines()[2] == "  [1] l\\nm → https://x.example (http POST)"
+
+
+def test_each_sender_keeps_its_own_sequences_and_a_paired_device_names_none_of_theirs() -> None:
+    """The server qualifies a sender's sequence (``tok_a:deploy-42``); a notification a paired
+    device sealed itself is qualified here by that device, whatever it claims."""
+    board = NotificationBoard()
+    by_a = received(NOTE | {"id": "msg_a", "sequence_id": "tok_a:deploy-42"})
+    by_b = received(NOTE | {"id": "msg_b", "sequence_id": "tok_b:deploy-42"})
+    forged = NOTE | {"id": "msg_c", "sequence_id": "tok_a:deploy-42"}
+    by_laptop = Received(3, "envelope", "laptop-id", "laptop", "notification", forged)
+    assert "replaces" not in board.on_notification(by_a)
+    assert "replaces" not in board.on_notification(by_b)
+    assert "replaces" not in board.on_notification(by_laptop)
+    clear = {"type": "notification_clear", "sequence_id": "tok_a:deploy-42", "at": 2}
+    board.on_clear(Received(4, "envelope", "laptop-id", "laptop", "notification_clear", clear))
+    assert list(board.shown) == ["tok_a:deploy-42", "tok_b:deploy-42"]
+    board.on_clear(received({"type": "notification_clear", "sequence_id": "tok_b:deploy-42", "at": 3}))
+    assert list(board.shown) == ["tok_a:deploy-42"]

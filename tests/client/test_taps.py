@@ -94,6 +94,18 @@ def test_a_replacement_takes_its_sequences_buttons_and_a_clear_removes_them(
     assert tapped(buttons, out, "tap 1")["label"] == "Old"  # msg_2 is the newest now
 
 
+def test_a_tap_may_name_a_sequence_without_its_senders_part(
+    phone: tuple[NotificationButtons, io.StringIO, io.StringIO],
+) -> None:
+    buttons, out, _ = phone
+    first = [{"action": "view", "label": "First", "url": "https://a.example/1"}]
+    second = [{"action": "view", "label": "Second", "url": "https://a.example/2"}]
+    buttons.on_notification(notification(id="msg_1", sequence_id="tok_a:deploy-42", actions=first))
+    buttons.on_notification(notification(id="msg_2", sequence_id="tok_b:deploy-42", actions=second))
+    assert tapped(buttons, out, "tap deploy-42 1")["label"] == "Second"  # the newest of that name
+    assert tapped(buttons, out, "tap tok_a:deploy-42 1")["label"] == "First"
+
+
 def test_a_far_end_that_is_not_there_is_reported_and_other_lines_are_left_alone(
     phone: tuple[NotificationButtons, io.StringIO, io.StringIO],
 ) -> None:

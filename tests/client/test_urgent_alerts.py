@@ -26,6 +26,7 @@ from client.state_file import write_state
 from client.urgent import KeptAlerts, PhoneUrgent, parse_alert
 from core.clock import SystemClock
 from core.domain.envelope import open_envelope
+from core.domain.urgent import EXPIRE_MAX_S
 from core.runtime.core import Core
 from tests.helpers import queued_rows
 
@@ -170,6 +171,20 @@ def test_what_is_not_an_alert_is_left_alone(alerts: tuple[PhoneUrgent, Manual, i
     assert urgent.take_line("1 not today") is False  # an answer to a question, not for the alerts
     bad = urgent.on_stop(received({"type": "urgent_stop", "reason": "cancelled"}, "urgent_stop"))
     assert bad.startswith("urgent_stop that cannot be read: receipt")
+
+
+def test_only_the_server_sets_off_an_alarm_and_never_past_what_it_allows(
+    alerts: tuple[PhoneUrgent, Manual, io.StringIO],
+) -> None:
+    """A paired computer that seals receipt, a repeat of a second and an end in ten years into a
+    notification of its own sets off nothing; the server's own alert ends within EXPIRE_MAX_S."""
+    urgent, manual, out = alerts
+    forged = alert_payload(receipt="rcp_forged", repeat=1, expire_at=int(manual.now) + 10 * 365 * 86_400)
+    urgent.on_notification(Received(1, "envelope", "laptop-id", "laptop", "notification", forged))
+    assert urgent.repeating() == [] and records(out) == []
+    urgent.on_notification(received(forged | {"receipt": "rcp_far"}))
+    [shown] = records(out)
+    assert shown["expire_at"] == int(manual.now) + EXPIRE_MAX_S
 
 
 def test_a_restarted_phone_alerts_again_for_what_was_repeating_and_forgets_what_stopped(

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from core.adapters.webhooks.resolver import StaticResolver
+from core.adapters.outbound.resolver import StaticResolver
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.runtime.core import Core

@@ -69,8 +69,9 @@ async def test_a_progressing_notification_then_its_clear(
     )
     assert first["sequence_id"] == done["sequence_id"] == "deploy-7" and first["id"] != done["id"]
     progress, result = queued_payloads(core, phone, "notification")
-    assert (progress["sequence_id"], progress["markdown"]) == ("deploy-7", True)
-    assert result["sequence_id"] == "deploy-7" and "markdown" not in result
+    # The phone sees the sequence qualified by the sender, this connector grant.
+    assert (progress["sequence_id"], progress["markdown"]) == ("grant-1:deploy-7", True)
+    assert result["sequence_id"] == "grant-1:deploy-7" and "markdown" not in result
     assert (result["url_title"], result["icon"]) == ("Run 7", "https://ci.example/icon.png")
     assert result["actions"] == [
         {"action": "view", "label": "Open run", "url": "https://ci.example/run/7"},
@@ -84,7 +85,7 @@ async def test_a_progressing_notification_then_its_clear(
         "warnings": [],
     }
     [clear] = queued_payloads(core, phone, "notification_clear")
-    assert (clear["type"], clear["sequence_id"]) == ("notification_clear", "deploy-7")
+    assert (clear["type"], clear["sequence_id"]) == ("notification_clear", "grant-1:deploy-7")
 
 
 async def test_without_a_sequence_id_the_result_names_the_notifications_id(
@@ -93,7 +94,7 @@ async def test_without_a_sequence_id_the_result_names_the_notifications_id(
     sent = await structured(assistant, "send_notification", {"message": "backup done"})
     assert sent["sequence_id"] == sent["id"]
     await structured(assistant, "clear_notification", {"sequence_id": sent["sequence_id"]})
-    assert queued_payloads(core, phone, "notification_clear")[0]["sequence_id"] == sent["id"]
+    assert queued_payloads(core, phone, "notification_clear")[0]["sequence_id"] == f"grant-1:{sent['id']}"
 
 
 async def test_refusals_carry_the_rest_codes(assistant: Client) -> None:

@@ -90,3 +90,23 @@ async def test_mistakes_are_tool_errors_with_their_codes(
     async with Client(build_mcp(core, lambda: grant(phone, frozenset({SCOPE_DEVICES_READ})))) as narrow:
         refused = await tool_error(narrow, "check_receipt", {"receipt": receipt})
     assert refused.startswith("insufficient_scope: ")
+
+
+async def test_a_tokens_receipt_is_out_of_a_grants_reach_and_back(
+    assistant: Client, rest: httpx.AsyncClient, phone: FakeDevice
+) -> None:
+    created = await rest.post("/v1/tokens", json={"label": "ci"}, headers=phone.auth)
+    token = {"Authorization": f"Bearer {created.json()['token']}"}
+    by_token = await rest.post("/v1/send", json=URGENT | {"repeat": 60}, headers=token)
+    token_receipt = by_token.json()["receipt"]
+    for tool in ("check_receipt", "cancel_receipt"):
+        refused = await tool_error(assistant, tool, {"receipt": token_receipt})
+        assert refused.startswith("receipt_not_found: "), refused
+    grant_receipt = (await structured(assistant, "send_notification", URGENT | {"repeat": 60}))["receipt"]
+    for answer in (
+        await rest.get(f"/v1/receipts/{grant_receipt}", headers=token),
+        await rest.post(f"/v1/receipts/{grant_receipt}/cancel", headers=token),
+    ):
+        assert (answer.status_code, answer.json()["error"]["code"]) == (404, "receipt_not_found")
+    assert (await rest.get(f"/v1/receipts/{token_receipt}", headers=token)).json()["status"] == "pending"
+    assert (await structured(assistant, "check_receipt", {"receipt": grant_receipt}))["status"] == "pending"

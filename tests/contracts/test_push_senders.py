@@ -43,13 +43,18 @@ from core.domain.envelope import open_envelope
 from core.settings import Settings
 from tests.fakes.fcm_server import QUOTA_EXCEEDED, UNREGISTERED, FakeFcm, make_service_account
 from tests.fakes.local_http import LocalHttpServer, Reply, Request
-from tests.fakes.webpush_server import FakeWebPushService, new_vapid_private_key, web_push_target
+from tests.fakes.webpush_server import (
+    FakeWebPushService,
+    fake_push_outbound,
+    new_vapid_private_key,
+    web_push_target,
+)
 from tests.helpers import b64, create_token, error_code, pair_computer, register_phone
 from tests.live import serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT_S = 0.5
+TIMEOUT_S = 1.0
 FCM_TOKEN = "registration-token-1"
 ELSEWHERE = WebPushSubscription(endpoint="https://push.invalid/push/someone", p256dh="p256dh", auth="auth")
 MESSAGE = PushMessage("approval_request", {"request_id": "r-42", "title": "Deploy?"}, high_priority=True)
@@ -221,7 +226,9 @@ def _fcm(fcm: FakeFcm) -> FarEnd:
 
 def _webpush(service: FakeWebPushService) -> FarEnd:
     sender = WebPushSender(
-        new_vapid_private_key().get_secret_value(), "mailto:ops@relay.example", timeout_s=TIMEOUT_S
+        new_vapid_private_key().get_secret_value(),
+        "mailto:ops@relay.example",
+        outbound=fake_push_outbound(TIMEOUT_S),
     )
     subscriber = service.subscribe(application_server_key=sender.application_server_key)
     return FarEnd(

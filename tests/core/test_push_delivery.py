@@ -22,7 +22,7 @@ from core.runtime.core import Core
 from core.settings import Settings
 from core.store.tables import QueuedEnvelope
 from tests.fakes.fcm_server import INTERNAL, UNREGISTERED, FakeFcm, make_service_account
-from tests.fakes.webpush_server import FakeWebPushService, new_vapid_private_key
+from tests.fakes.webpush_server import FakeWebPushService, new_vapid_private_key, push_reach_settings
 from tests.helpers import FakeDevice, error_code, pair_computer, register_phone
 
 T = TypeVar("T")
@@ -50,6 +50,7 @@ def push_core(settings: Settings, clock: ManualClock, fcm: FakeFcm, tmp_path: Pa
             "fcm_url": fcm.origin,
             "vapid_private_key": new_vapid_private_key(),
             "push_timeout_s": 2.0,
+            **push_reach_settings(),  # the fake push service is on loopback
         }
     )
     built = build_core(configured, clock=clock)

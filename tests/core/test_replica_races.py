@@ -55,6 +55,7 @@ PER_REPLICA = 2  # contenders on each replica in every round
 RACE_TIMEOUT_S = 30.0
 IP = "10.9.8.7"
 HIGH = 1_000_000  # limits out of the way: the races, not the budgets, are under test
+SERVER_KEY = base64.b64encode(generate_keypair()[0]).decode()  # the web push key kept is sealed with it
 T = TypeVar("T")
 
 
@@ -69,7 +70,7 @@ def settings(tmp_path: Path, database: str) -> Settings:
     return explicit_settings(
         data_dir=tmp_path / "data",
         database_url=database,
-        server_secret_key=base64.b64encode(generate_keypair()[0]).decode(),  # one key for both replicas
+        server_secret_key=SERVER_KEY,  # one key for both replicas, and for every test on this database
         register_per_ip_per_minute=HIGH,
         pair_init_per_ip_per_minute=HIGH,
         pairing_failures_per_ip=HIGH,

@@ -22,7 +22,7 @@ from core.services import wake_ups
 from core.settings import Settings
 from core.store.tables import ScheduledWakeUp
 from tests.core.test_push_delivery import eventually
-from tests.fakes.webpush_server import FakeWebPushService
+from tests.fakes.webpush_server import FakeWebPushService, push_reach_settings
 from tests.helpers import FakeDevice, create_token, register_phone
 
 LEAD_S = 120
@@ -30,7 +30,8 @@ LEAD_S = 120
 
 @pytest.fixture
 def web_core(settings: Settings, clock: ManualClock, tmp_path: Path) -> Iterator[Core]:
-    built = build_core(settings.model_copy(update={"push_timeout_s": 2.0}), clock=clock)
+    update = {"push_timeout_s": 2.0, **push_reach_settings()}  # the fake push service is on loopback
+    built = build_core(settings.model_copy(update=update), clock=clock)
     yield built
     built.engine.dispose()
 

@@ -24,7 +24,15 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 PREFIX = str(Settings.model_config.get("env_prefix", "")).upper()
 NAME = re.compile(rf"\b{PREFIX}[A-Z0-9_]+\b")
-SECRET_SETTINGS = {"RELAYBOX_SERVER_SECRET_KEY", "RELAYBOX_VAPID_PRIVATE_KEY", "RELAYBOX_DATABASE_URL"}
+SECRET_SETTINGS = {
+    "RELAYBOX_SERVER_SECRET_KEY",
+    "RELAYBOX_VAPID_PRIVATE_KEY",
+    "RELAYBOX_DATABASE_URL",
+    "RELAYBOX_REDIS_URL",  # it may hold a password
+    "RELAYBOX_S3_ACCESS_KEY_ID",
+    "RELAYBOX_S3_SECRET_ACCESS_KEY",
+}
+OPTIONAL_SECRETS = {"RELAYBOX_VAPID_PRIVATE_KEY"}  # kept in the database when not given
 FCM_KEY = "fcm-service-account.json"
 DEFAULT_PORT = Settings.model_fields["port"].default
 
@@ -59,11 +67,23 @@ def deploy_files() -> list[Path]:
     return sorted(path for path in DEPLOY.rglob("*") if path.is_file())
 
 
+def kustomization() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
+    return loaded
+
+
 def k8s_documents() -> list[dict[str, Any]]:
+    """What ``kubectl apply -k deploy/k8s/`` applies: the kustomization's resources."""
     documents = []
-    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
-        documents += [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    for name in kustomization()["resources"]:
+        text = (DEPLOY / "k8s" / name).read_text()
+        documents += [doc for doc in yaml.safe_load_all(text) if doc is not None]
     return documents
+
+
+def example_secret() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((DEPLOY / "examples" / "k8s-secret.yaml").read_text())
+    return loaded
 
 
 def k8s(kind: str) -> dict[str, Any]:
@@ -109,10 +129,11 @@ def containers(pod: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def assert_pinned(image: str) -> None:
-    """A tag that names at least a major version: never untagged, never ``latest``."""
+    """A tag that names at least a major version (or a MinIO release): never untagged or ``latest``."""
     name, _, tag = image.rpartition(":")
     assert name and "/" not in tag, f"{image} has no tag"
-    assert tag != "latest" and tag[0].isdigit(), f"{image} is not pinned to a version"
+    release = re.fullmatch(r"RELEASE\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ", tag)
+    assert tag != "latest" and (tag[0].isdigit() or release), f"{image} is not pinned to a version"
 
 
 def dockerfile() -> list[tuple[str, str]]:
@@ -154,66 +175,111 @@ def test_the_env_example_fills_the_required_settings_with_values_they_accept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     example = env_file(DEPLOY / "example.env")
-    assert {"RELAYBOX_PUBLIC_URL", "RELAYBOX_SERVER_SECRET_KEY", "POSTGRES_PASSWORD"} <= set(example)
-    assert set(example) - VALID == {"POSTGRES_PASSWORD"}  # read by compose.yaml only
-    assert example["RELAYBOX_PUBLIC_URL"].startswith("https://")
-    assert example["RELAYBOX_SERVER_SECRET_KEY"] == ""  # to fill in: never a shared example key
-    settings = settings_from(monkeypatch, {k: v for k, v in example.items() if k in VALID})
-    assert settings.base_url == example["RELAYBOX_PUBLIC_URL"]
+    compose_only = {"PUBLIC_HOSTNAME", "POSTGRES_PASSWORD", "MINIO_ROOT_PASSWORD"}  # read by compose.yaml
+    assert {"RELAYBOX_SERVER_SECRET_KEY", "RELAYBOX_S3_SECRET_ACCESS_KEY", *compose_only} <= set(example)
+    assert set(example) - VALID == compose_only
+    for secret in (
+        "RELAYBOX_SERVER_SECRET_KEY",
+        "RELAYBOX_S3_SECRET_ACCESS_KEY",
+        *compose_only - {"PUBLIC_HOSTNAME"},
+    ):
+        assert example[secret] == "", secret  # to fill in: never a shared example secret
+    settings_from(monkeypatch, {k: v for k, v in example.items() if k in VALID})  # values it accepts
 
 
 # -- compose ----------------------------------------------------------------------------------------
 
 
-def test_compose_runs_the_app_with_postgres_and_redis_on_pinned_images() -> None:
+FILLED = {
+    "PUBLIC_HOSTNAME": "relay.example.org",
+    "POSTGRES_PASSWORD": "pw0123",
+    "MINIO_ROOT_PASSWORD": "minio0123",
+    "RELAYBOX_S3_SECRET_ACCESS_KEY": "s3secret0123",
+    "RELAYBOX_SERVER_SECRET_KEY": "A" * 43 + "=",
+}
+
+
+def compose_settings(monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The relaybox container's settings: its .env (example.env filled in) and its environment."""
+    app = compose()["services"]["relaybox"]
+    example = env_file(DEPLOY / "example.env") | FILLED
+    merged = {k: v for k, v in example.items() if k in VALID}
+    merged |= {k: interpolate(v, FILLED) for k, v in app["environment"].items()}
+    return settings_from(monkeypatch, merged)
+
+
+def test_compose_runs_caddy_the_app_postgres_redis_and_minio_on_pinned_images() -> None:
     services = compose()["services"]
-    assert set(services) == {"relaybox", "postgres", "redis"}
+    assert set(services) == {"caddy", "relaybox", "postgres", "redis", "minio", "minio-bucket"}
     for service in services.values():
-        assert_pinned(service["image"])
+        if "image" in service:
+            assert_pinned(service["image"])
     assert services["postgres"]["image"].partition(":")[2].split(".")[0] == "16"
     assert services["redis"]["image"].partition(":")[2].split(".")[0] == "7"
     app = services["relaybox"]
     assert app["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
-    assert (
-        (DEPLOY / "compose.yaml")
-        .parent.joinpath(app["build"]["context"], app["build"]["dockerfile"])
-        .is_file()
-    )
+    assert (DEPLOY / app["build"]["context"] / app["build"]["dockerfile"]).is_file()
     for dependency in ("postgres", "redis"):
         assert app["depends_on"][dependency] == {"condition": "service_healthy"}
         assert services[dependency]["healthcheck"]["test"]
+    assert app["depends_on"]["minio-bucket"] == {"condition": "service_completed_successfully"}
+    assert services["minio-bucket"]["depends_on"]["minio"] == {"condition": "service_healthy"}
+    assert "/readyz" in " ".join(app["healthcheck"]["test"])  # Caddy waits for a ready app
+    assert services["caddy"]["depends_on"]["relaybox"] == {"condition": "service_healthy"}
 
 
-def test_compose_wires_the_app_to_its_database_and_redis_with_settings_it_accepts(
+def test_only_caddy_is_published_and_it_serves_tls_on_443(monkeypatch: pytest.MonkeyPatch) -> None:
+    services = compose()["services"]
+    published = {name for name, service in services.items() if service.get("ports")}
+    assert published == {"caddy"}
+    assert {"80:80", "443:443"} <= set(services["caddy"]["ports"])
+    mounts = services["caddy"]["volumes"]
+    assert "./Caddyfile:/etc/caddy/Caddyfile:ro" in mounts
+    assert any(mount.endswith(":/data") for mount in mounts)  # certificates survive a restart
+    assert (DEPLOY / "Caddyfile").is_file()
+    settings = compose_settings(monkeypatch)
+    assert settings.base_url == f"https://{FILLED['PUBLIC_HOSTNAME']}"
+    hostname = interpolate(services["caddy"]["environment"]["PUBLIC_HOSTNAME"], FILLED)
+    assert hostname == FILLED["PUBLIC_HOSTNAME"]
+
+
+def test_compose_wires_the_app_to_its_database_redis_and_bucket_with_settings_it_accepts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from core.startup import check_deployment
+
     services = compose()["services"]
     app, postgres = services["relaybox"], services["postgres"]
     environment: dict[str, str] = app["environment"]
     assert set(environment) <= VALID
-    assert app["env_file"] == ".env"  # the copy of example.env: public URL, server key, push settings
-    assert not set(environment) & {"RELAYBOX_SERVER_SECRET_KEY", "RELAYBOX_VAPID_PRIVATE_KEY"}
+    assert app["env_file"] == ".env"  # the copy of example.env: keys, passwords, push settings
+    secrets = {"RELAYBOX_SERVER_SECRET_KEY", "RELAYBOX_VAPID_PRIVATE_KEY", "RELAYBOX_S3_SECRET_ACCESS_KEY"}
+    assert not set(environment) & secrets
 
     assert "${POSTGRES_PASSWORD:?" in environment["RELAYBOX_DATABASE_URL"]  # from .env, never written here
     assert postgres["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
-    variables = {"POSTGRES_PASSWORD": "pw0123"}
-    database = urlsplit(interpolate(environment["RELAYBOX_DATABASE_URL"], variables))
+    database = urlsplit(interpolate(environment["RELAYBOX_DATABASE_URL"], FILLED))
     assert database.scheme == "postgresql" and database.hostname in services and database.port == 5432
     assert database.username == postgres["environment"]["POSTGRES_USER"]
-    assert database.password == interpolate(postgres["environment"]["POSTGRES_PASSWORD"], variables)
+    assert database.password == interpolate(postgres["environment"]["POSTGRES_PASSWORD"], FILLED)
     assert database.path == "/" + postgres["environment"]["POSTGRES_DB"]
     redis = urlsplit(environment["RELAYBOX_REDIS_URL"])
     assert redis.scheme == "redis" and redis.hostname in services
 
-    example = env_file(DEPLOY / "example.env")
-    merged = {k: v for k, v in example.items() if k in VALID}
-    merged |= {k: interpolate(v, variables) for k, v in environment.items()}
-    settings = settings_from(monkeypatch, merged)
+    settings = compose_settings(monkeypatch)
     assert settings.log_format == "json"
-    [published] = app["ports"]
-    host_ip, _host_port, container_port = published.split(":")
-    assert host_ip == "127.0.0.1"  # only the TLS proxy on the host reaches it
-    assert int(container_port) == DEFAULT_PORT == settings.port
+    check_deployment(settings)  # what `relaybox serve` refuses on PostgreSQL is all there
+    assert settings.s3_bucket and settings.s3_endpoint_url and settings.s3_public_endpoint_url
+    assert urlsplit(settings.s3_endpoint_url).hostname == "minio"  # the server: the compose network
+    assert settings.s3_public_endpoint_url == settings.base_url  # devices: through Caddy
+    bucket = services["minio-bucket"]
+    assert bucket["environment"]["BUCKET"] == settings.s3_bucket
+    script = bucket["command"][0]
+    assert "mc mb --ignore-existing" in script and "mc ilm rule add" in script
+    assert f'mc admin user add store {settings.s3_access_key_id} "$$RELAYBOX_S3_SECRET_ACCESS_KEY"' in script
+    assert bucket["environment"]["RELAYBOX_S3_SECRET_ACCESS_KEY"].startswith(
+        "${RELAYBOX_S3_SECRET_ACCESS_KEY:?"
+    )  # the same .env value the app signs with
 
 
 # -- Kubernetes ---------------------------------------------------------------------------------------
@@ -221,7 +287,8 @@ def test_compose_wires_the_app_to_its_database_and_redis_with_settings_it_accept
 
 def test_every_manifest_is_a_named_kubernetes_object() -> None:
     documents = k8s_documents()
-    assert {doc["kind"] for doc in documents} >= {"Deployment", "Service", "Secret", "ConfigMap"}
+    kinds = {"Deployment", "Service", "ConfigMap", "Ingress", "PodDisruptionBudget"}
+    assert {doc["kind"] for doc in documents} == kinds
     for doc in documents:
         assert doc["apiVersion"] and doc["metadata"]["name"]
 
@@ -257,14 +324,21 @@ def test_every_container_is_pinned_non_root_read_only_and_bounded() -> None:
         assert {"/tmp", "/data"} <= mounts  # the only writable places on a read-only root
 
 
-def test_the_secret_holds_the_three_secrets_and_the_deployment_uses_them(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    secret, config = k8s("Secret"), k8s("ConfigMap")
-    keys = set(secret["stringData"])
-    assert {"RELAYBOX_SERVER_SECRET_KEY", "RELAYBOX_VAPID_PRIVATE_KEY", FCM_KEY} <= keys
+def test_the_example_secret_is_outside_what_is_applied_and_has_every_slot() -> None:
+    applied = [path.name for path in (DEPLOY / "k8s").iterdir()]
+    assert set(kustomization()["resources"]) == set(applied) - {"kustomization.yaml"}
+    assert "Secret" not in {doc["kind"] for doc in k8s_documents()}  # applying never overwrites it
+    secret = example_secret()
+    assert secret["kind"] == "Secret"
+    assert SECRET_SETTINGS | {FCM_KEY} == set(secret["stringData"])
     assert json.loads(secret["stringData"][FCM_KEY])["type"] == "service_account"
 
+
+def test_the_deployment_takes_every_secret_setting_from_the_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.startup import check_deployment
+
+    secret, config = example_secret(), k8s("ConfigMap")
+    keys = set(secret["stringData"])
     pod = k8s("Deployment")["spec"]["template"]["spec"]
     for container in containers(pod):
         assert container["envFrom"] == [{"configMapRef": {"name": config["metadata"]["name"]}}]
@@ -272,23 +346,50 @@ def test_the_secret_holds_the_three_secrets_and_the_deployment_uses_them(
             reference = variable["valueFrom"]["secretKeyRef"]
             assert reference["name"] == secret["metadata"]["name"]
             assert reference["key"] == variable["name"] and reference["key"] in keys
+            assert reference.get("optional", False) == (variable["name"] in OPTIONAL_SECRETS)
     [app] = pod["containers"]
     assert {v["name"] for v in app["env"]} == SECRET_SETTINGS
 
-    # The FCM JSON is a file, mounted where RELAYBOX_FCM_CREDENTIALS_FILE points.
-    where = PurePosixPath(config["data"]["RELAYBOX_FCM_CREDENTIALS_FILE"])
+    # Everything together is what the settings accept and what serve on PostgreSQL requires.
+    env = dict(config["data"]) | dict.fromkeys(SECRET_SETTINGS, "placeholder")
+    env["RELAYBOX_SERVER_SECRET_KEY"] = "A" * 43 + "="
+    env["RELAYBOX_DATABASE_URL"] = secret["stringData"]["RELAYBOX_DATABASE_URL"]
+    settings = settings_from(monkeypatch, env)
+    check_deployment(settings)
+    assert settings.s3_bucket and settings.redis_url
+    assert settings.migrate_on_start is False  # the init container migrates
+    assert settings.log_format == "json"
+
+
+def test_the_fcm_file_is_optional_and_mounted_where_the_setting_points() -> None:
+    """Without the Secret's FCM key the volume is empty and the pods start; the setting that names
+    the file is commented out in the ConfigMap until the key is added."""
+    config_text = (DEPLOY / "k8s" / "configmap.yaml").read_text()
+    [line] = [line for line in config_text.splitlines() if "RELAYBOX_FCM_CREDENTIALS_FILE:" in line]
+    assert line.lstrip().startswith("#")
+    assert "RELAYBOX_FCM_CREDENTIALS_FILE" not in k8s("ConfigMap")["data"]
+    where = PurePosixPath(yaml.safe_load(line.lstrip("# "))["RELAYBOX_FCM_CREDENTIALS_FILE"])
+    pod = k8s("Deployment")["spec"]["template"]["spec"]
     [volume] = [v for v in pod["volumes"] if "secret" in v]
-    assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+    assert volume["secret"]["secretName"] == example_secret()["metadata"]["name"]
+    assert volume["secret"]["optional"] is True
     assert volume["secret"]["items"] == [{"key": FCM_KEY, "path": where.name}]
+    [app] = pod["containers"]
     [mount] = [m for m in app["volumeMounts"] if m["name"] == volume["name"]]
     assert mount["mountPath"] == str(where.parent) and mount["readOnly"] is True
 
-    # Everything together is what the settings accept (placeholders stand in for the secrets).
-    env = dict(config["data"]) | dict.fromkeys(SECRET_SETTINGS, "placeholder")
-    env["RELAYBOX_SERVER_SECRET_KEY"] = "A" * 43 + "="
-    settings = settings_from(monkeypatch, env)
-    assert settings.migrate_on_start is False  # the init container migrates
-    assert settings.log_format == "json"
+
+def test_replicas_spread_over_nodes_and_a_drain_evicts_one_at_a_time() -> None:
+    deployment, budget = k8s("Deployment"), k8s("PodDisruptionBudget")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["replicas"] >= 2
+    assert budget["spec"]["selector"]["matchLabels"] == labels
+    assert budget["spec"]["maxUnavailable"] == 1
+    spread = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert {c["topologyKey"] for c in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    for constraint in spread:
+        assert constraint["labelSelector"]["matchLabels"] == labels
+        assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"  # a one-node cluster still runs both
 
 
 def test_the_configmap_holds_only_settings_and_no_secret() -> None:
@@ -383,3 +484,58 @@ def test_legacy_mcp_sessions_stay_on_one_pod_through_the_service_and_the_ingress
     assert annotations["nginx.ingress.kubernetes.io/affinity"] == "cookie"
     assert annotations["nginx.ingress.kubernetes.io/affinity-mode"] == "persistent"
     assert annotations["nginx.ingress.kubernetes.io/session-cookie-path"] == "/mcp"
+
+
+# -- the image's pinned dependencies ----------------------------------------------------------------
+
+LOCK = DEPLOY / "requirements.lock"
+IMAGE_EXTRAS = ("postgres", "redis", "fcm", "webpush", "s3")
+
+
+def locked() -> dict[str, tuple[str, list[str]]]:
+    """The lock's ``name==version`` pins, each with its hashes, by normalised name."""
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, tuple[str, list[str]]] = {}
+    text = LOCK.read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            requirement, *options = line.split()
+            name, _, version = requirement.partition("==")
+            hashes = [option.removeprefix("--hash=sha256:") for option in options if "--hash=" in option]
+            pins[canonicalize_name(name)] = (version, hashes)
+    return pins
+
+
+def test_the_lock_pins_every_package_with_hashes_and_satisfies_pyproject() -> None:
+    """Every dependency of relaybox and of the image's extras (and theirs, as the lock lists them)
+    is pinned to one version with at least one sha256 hash; each pyproject requirement's version
+    range holds the pinned version. A pyproject change without `sh deploy/lock.sh` fails here."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = list(project["dependencies"])
+    for extra in IMAGE_EXTRAS:
+        wanted += project["optional-dependencies"][extra]
+    pins = locked()
+    assert len(pins) > len(wanted)  # the transitive ones too
+    for name, (version, hashes) in pins.items():
+        assert version and hashes and all(len(digest) == 64 for digest in hashes), name
+    for text in wanted:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not in deploy/requirements.lock: run sh deploy/lock.sh"
+        assert pins[name][0] in requirement.specifier, f"{name}=={pins[name][0]} is not {requirement}"
+    assert "setuptools" in pins  # the build backend, for pip install --no-build-isolation
+
+
+def test_the_dockerfile_installs_the_lock_with_hashes_and_nothing_else() -> None:
+    [install] = [a for k, a in dockerfile() if k == "RUN" and "pip install" in a]
+    steps = [step.strip() for step in install.split("&&")]
+    assert steps[0] == "/opt/relaybox/bin/pip install --require-hashes --no-deps -r requirements.lock"
+    assert steps[1].startswith("/opt/relaybox/bin/pip install --no-deps --no-build-isolation ")
+    assert steps[2] == "/opt/relaybox/bin/pip check"
+    copies = [a.split() for k, a in dockerfile() if k == "COPY"]
+    assert ["deploy/requirements.lock", "./"] in copies
+    assert "sh deploy/lock.sh" in LOCK.read_text()  # the file says how it is made again

@@ -91,7 +91,7 @@ def test_the_web_phones_answer_reaches_the_callback(
                 }
                 asked = http.post("/v1/interactions", json=body, headers=auth)
                 assert asked.status_code == 201, asked.text
-                entry = page.locator("#questions li", has_text="Rotate the keys?")
+                entry = page.locator("li.kind-question", has_text="Rotate the keys?")
                 entry.get_by_role("button", name="Later").click()
                 (delivery,) = receiver.wait_for("/web", 1)
                 event = delivery.verified(asked.json()["callback_secret"])

@@ -49,6 +49,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, receiver: WebhookReceiver
             "RELAYBOX_CALLBACKS_CA_FILE": str(receiver.ca_file),
             "RELAYBOX_LIMIT_IP_MINUTE": "10000",
             "RELAYBOX_LIMIT_IP_HOUR": "10000",
+            "RELAYBOX_FILE_STORE_DIR": str(root / "objects"),  # one object store for both
         }
         servers = [RelayboxServer(root / f"replica-{n}", env, port=free_port()) for n in range(2)]
         try:

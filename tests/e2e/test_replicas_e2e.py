@@ -82,6 +82,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
             "RELAYBOX_PAIR_INIT_PER_IP_PER_MINUTE": "10000",
         }
         root = tmp_path_factory.mktemp("replicas")
+        env["RELAYBOX_FILE_STORE_DIR"] = str(root / "objects")  # one object store for both
         servers = [RelayboxServer(root / f"replica-{n}", env, port=free_port()) for n in range(2)]
         try:
             first, second = (server.wait_until_ready() for server in servers)

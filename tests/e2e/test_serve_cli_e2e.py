@@ -30,6 +30,7 @@ pytestmark = pytest.mark.e2e
 
 LISTENING = re.compile(r"^relaybox is listening on (http://\S+)$")
 REGISTER = re.compile(r"^  (.+) phone register --server (http://\S+)   # a virtual phone$")
+WEB_APP = re.compile(r"^  web app: (http://\S+)/app/   # open it on your phone")
 
 
 def environment(tmp_path: Path) -> dict[str, str]:
@@ -105,7 +106,10 @@ def test_ctrl_c_stops_the_server_with_130_and_one_line_and_the_next_steps_run(tm
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         first = stdout.next_line(deadline) or ""
-        assert LISTENING.match(first.rstrip("\n")), (first, stderr.lines)
+        listening = LISTENING.match(first.rstrip("\n"))
+        assert listening, (first, stderr.lines)
+        web_app = WEB_APP.match((stdout.next_line(deadline) or "").rstrip("\n"))
+        assert web_app and web_app[1] == listening[1], stdout.lines  # the web app first, at this URL
         register = None
         while register is None:
             line = stdout.next_line(deadline)

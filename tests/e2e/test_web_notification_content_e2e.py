@@ -34,13 +34,17 @@ MESSAGE = """Deployed **v2.4** to `prod` in 3 min:
 
 <script>window.__pwned = 1</script> <img src="x" onerror="window.__pwned = 2">
 [bad](javascript:window.__pwned=3) ![pixel](https://tracker.example/p.png)"""
+# A sender's sequence reaches the phone qualified by its sender (``tok_…:deploy-42``, docs/protocol.md
+# "Sequences"), and the web app tags it in the senders' namespace (``s:tok_…:deploy-42``): found here
+# by the part the sender named.
 BY_TAG = (
-    f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag === s).map(n => [n.title, n.body, n.renotify]))"
+    f"s => {NOTIFICATIONS}.then(ns => ns.filter(n => n.tag.startsWith('s:') && n.tag.endsWith(':' + s))"
+    ".map(n => [n.title, n.body, n.renotify]))"
 )
 
 
 def entry(page: Page, sequence_id: str) -> Any:
-    return page.locator(f'#inbox li[data-sequence="{sequence_id}"]')
+    return page.locator(f'#inbox li[data-sequence$=":{sequence_id}"]')
 
 
 def test_the_open_web_phone_shows_replaces_and_clears_a_rich_notification(
@@ -55,7 +59,6 @@ def test_the_open_web_phone_shows_replaces_and_clears_a_rich_notification(
             watch = watched(page, url)
             become_the_phone(page, url)
             auth = {"Authorization": f"Bearer {create_token(page)}"}
-            page.locator("#new-token").evaluate("box => box.hidden = true")  # the token is not the subject
             rich = {
                 "title": "Deploy",
                 "message": MESSAGE,
@@ -129,7 +132,7 @@ def test_the_open_web_phone_shows_replaces_and_clears_a_rich_notification(
                 }
                 assert http_client.post("/v1/send", json=update, headers=auth).status_code == 200
                 shown.filter(has_text="rolled back").wait_for()
-                assert page.locator("#inbox li.note").count() == 1
+                assert page.locator("#inbox li.kind-notification").count() == 1
                 eventually(
                     page, lambda: page.evaluate(BY_TAG, "deploy-42") == [["Deploy", "rolled back", True]]
                 )
@@ -181,6 +184,6 @@ def test_a_closed_web_phone_replaces_by_sequence_and_applies_a_clear_when_the_ap
         assert len(push_service.received) == pushed  # not pushed to a browser
         assert page.evaluate(BY_TAG, "backup-1") == [["⌛ Backup", "2/2 verifying", False]]
         page.goto(f"{url}/app/")  # the app opens and reads its queue: the clear takes it away
-        page.locator("#inbox li.note", has_text="disk almost full").wait_for()
+        page.locator("#inbox li.kind-notification", has_text="disk almost full").wait_for()
         eventually(page, lambda: page.evaluate(BY_TAG, "backup-1") == [])
         assert entry(page, "backup-1").count() == 0 and entry(page, "disk").count() == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page
@@ -46,6 +47,9 @@ def test_a_closed_web_phone_shows_reminders_questions_and_rings(tmp_path: Path, 
         message = pushed.json()
         assert message["type"] == "reminder" and "Stretch" not in pushed.payload.decode()
 
+        def of_type(kind: str) -> list[Any]:
+            return [pushed for pushed in push_service.received if pushed.json()["type"] == kind]
+
         def shown_by_worker(message: dict[str, object], title: str, body: str) -> None:
             phone.deliver(message, lambda: [title, body] in page.evaluate(SHOWN))
 
@@ -65,10 +69,13 @@ def test_a_closed_web_phone_shows_reminders_questions_and_rings(tmp_path: Path, 
         assert tapped["status"] == 200, tapped
         state = http.get(f"/v1/interactions/{interaction_id}", headers=auth).json()
         assert state["status"] == "answered" and state["choice_index"] == 1, state
+        # Every device hears it closed, this one too: the question's notification says so, quietly.
+        closing = eventually(page, lambda: of_type("interaction_closed"))[0].json()
+        shown_by_worker(closing, "Question answered", "Answered on Web Phone.")
+        assert [n[0] for n in page.evaluate(SHOWN)].count("Question") == 0  # replaced, same tag
 
         assert http.post(f"/v1/devices/{phone.phone_id}/ring", headers=auth).status_code == 202
-        rung = eventually(page, lambda: push_service.received[2:])[0].json()
-        assert rung["type"] == "ring"
+        rung = eventually(page, lambda: of_type("ring"))[0].json()
         shown_by_worker(rung, "Ring", "Someone is looking for this phone.")
 
         buttons = [
@@ -77,7 +84,7 @@ def test_a_closed_web_phone_shows_reminders_questions_and_rings(tmp_path: Path, 
         ]
         note = {"title": "Build", "message": "red", "url": "https://ci.example", "actions": buttons}
         assert http.post("/v1/send", json=note, headers=auth).status_code == 200
-        built = eventually(page, lambda: push_service.received[3:])[0].json()
+        built = eventually(page, lambda: of_type("notification"))[0].json()
         shown_by_worker(built, "Build", "red")
         actions = page.evaluate(f"{NOTIFICATIONS}.then(ns => ns.filter(n => n.title === 'Build')[0].actions)")
         assert [action["title"] for action in actions] == ["Open CI", "Logs"]

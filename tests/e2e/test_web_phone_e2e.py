@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.browser import watched
-from tests.e2e.conftest import Cli
+from tests.e2e.conftest import Cli, RelayboxServer
 from tests.e2e.web_phone import (
     CLOSE_ALL,
     IDENTITY,
@@ -27,9 +29,18 @@ from tests.e2e.web_phone import (
     subscribe_on,
     worker_registration,
 )
-from tests.fakes.webpush_server import FakeWebPushService
+from tests.fakes.webpush_server import FakeWebPushService, push_reach_env
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def relaybox_process(tmp_path: Path) -> Iterator[RelayboxServer]:
+    """The shared fixture's server, able to push to the fake push service on loopback."""
+    with RelayboxServer(tmp_path / "server", env=push_reach_env()) as server:
+        server.wait_until_ready()
+        yield server
+
 
 CODE_LINE = re.compile(r"^pairing code: ([0-9]{6})$")
 SAFETY_LINE = re.compile(r"^safety number: ((?:[0-9]{5} ){11}[0-9]{5})$", re.MULTILINE)
@@ -68,7 +79,7 @@ def test_a_browser_is_the_phone_pairs_a_cli_computer_and_shows_a_curl_notificati
                 headers={"Authorization": f"Bearer {token}"},
             )
             assert sent.status_code == 200, sent.text
-            entry = page.locator("#inbox li.note", has_text="Backup done")
+            entry = page.locator("#inbox li.kind-notification", has_text="Backup done")
             entry.wait_for()
             assert entry.locator(".note-title").inner_text() == "Backup"
             assert ["Backup", "Backup done"] in eventually(page, lambda: page.evaluate(SHOWN))

@@ -23,7 +23,15 @@ from tests.browser import watched
 from tests.connector.sdk_oauth import ApprovingBrowser, MemoryStorage, oauth_provider
 from tests.e2e.conftest import RelayboxServer
 from tests.e2e.test_oauth_disconnect_e2e import open_consent_page
-from tests.e2e.web_phone import IDENTITY, SHOWN, become_the_phone, create_token, enter_code, eventually
+from tests.e2e.web_phone import (
+    IDENTITY,
+    SHOWN,
+    become_the_phone,
+    create_token,
+    enter_code,
+    eventually,
+    show_view,
+)
 from tests.reliability.instances import free_port
 
 pytestmark = pytest.mark.e2e
@@ -48,8 +56,10 @@ def answer_a_question(page: Page, http: httpx.Client, auth: dict[str, str]) -> d
         )
     )
     poll.start()
-    page.locator("#questions li", has_text="Deploy now?").get_by_role("button", name="Ship it").click()
-    page.locator("#questions li", has_text="Answered: Ship it").wait_for()
+    page.locator("#pinned li.kind-question", has_text="Deploy now?").get_by_role(
+        "button", name="Ship it"
+    ).click()
+    page.locator("#inbox li.kind-question", has_text="Answered: Ship it.").wait_for()
     poll.join(25)
     assert polled, "the long poll did not return"
     return dict(polled[0].json())
@@ -111,13 +121,15 @@ def test_the_web_phone_answers_confirms_reminds_rings_and_receives_a_document(
                 at = int(time.time()) + 3
                 reminded = http.post("/v1/reminders", json={"message": "Stretch", "at": at}, headers=auth)
                 assert reminded.status_code in (200, 201, 202), reminded.text
-                page.locator("#inbox li", has_text="Reminder: Stretch").wait_for(timeout=20_000)
+                show_view(page, "Inbox")
+                page.locator("#inbox li.kind-reminder", has_text="Reminder: Stretch").wait_for(timeout=20_000)
                 assert time.time() >= at
                 assert ["Reminder", "Stretch"] in eventually(page, lambda: page.evaluate(SHOWN))
 
                 rung = http.post(f"/v1/devices/{phone_id}/ring", headers=auth)
                 assert rung.status_code in (200, 202), rung.text
-                page.locator("#inbox li", has_text="Ringing for 2 s").wait_for()
+                page.locator("#pinned li.kind-ring", has_text="Ringing for 2 s").wait_for()
+                page.locator("#inbox li.kind-ring", has_text="for 2 s").wait_for()  # it stops by itself
 
                 phone = {"Authorization": f"Bearer {phone_token}"}
                 phone_key = http.get("/v1/devices/me", headers=phone).json()["public_key"]
@@ -137,8 +149,12 @@ def test_the_web_phone_answers_confirms_reminds_rings_and_receives_a_document(
                 away = {"title": "While away", "message": "kept for you"}
                 assert http.post("/v1/send", json=away, headers=auth).status_code == 200
             page.goto(f"{url}/app/")
-            page.locator("#inbox li.note", has_text="While away").filter(has_text="kept for you").wait_for()
-            assert page.locator("#questions li").count() == 0  # nothing already seen comes again
+            page.locator("#inbox li.kind-notification", has_text="While away").filter(
+                has_text="kept for you"
+            ).wait_for()
+            assert page.locator("#pinned li").count() == 0  # nothing already seen comes again
+            assert page.locator("li.kind-question").count() == 1  # the answered question, kept as answered
+            show_view(page, "Assistants")
             disconnect = page.get_by_role("button", name="Disconnect relaybox tests")
             while (listed := disconnect.count()) > 0:  # one grant per consent the assistant asked for
                 disconnect.first.click()

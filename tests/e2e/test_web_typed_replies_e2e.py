@@ -46,7 +46,7 @@ def answered(poll: threading.Thread, polled: list[Any]) -> dict[str, Any]:
 
 
 def question_entry(page: Page, question: str) -> Any:
-    return page.locator("#questions li", has_text=question)
+    return page.locator("li.kind-question", has_text=question)
 
 
 def test_the_web_phone_types_a_reason_and_a_reply_alone(tmp_path: Path, browser: Browser) -> None:
@@ -83,7 +83,7 @@ def test_the_web_phone_types_a_reason_and_a_reply_alone(tmp_path: Path, browser:
                 entry.scroll_into_view_if_needed()
                 page.screenshot(path=ARTIFACTS / "web-phone-typed-reply.png")
                 entry.get_by_role("button", name="Wait").click()
-                entry.locator("span", has_text="Answered: Wait, with your reply.").wait_for()
+                entry.locator(".closed-line", has_text="Answered: Wait, with your reply.").wait_for()
                 reply = answered(poll, polled)
                 assert (reply["status"], reply["choice_index"], reply["text"]) == ("answered", 1, REASON)
 
@@ -93,10 +93,11 @@ def test_the_web_phone_types_a_reason_and_a_reply_alone(tmp_path: Path, browser:
                 )
                 entry = question_entry(page, "Which branch?")
                 entry.get_by_role("button", name="Send reply").click()
-                entry.locator("span", has_text="Type a reply first.").wait_for()
+                entry.get_by_role("alert").filter(has_text="Type a reply first.").wait_for()  # by its field
+                assert entry.get_by_label("Your reply").get_attribute("aria-invalid") == "true"
                 entry.get_by_label("Your reply").fill("release/2.4")
                 entry.get_by_role("button", name="Send reply").click()
-                entry.locator("span", has_text="Answered with your reply.").wait_for()
+                entry.locator(".closed-line", has_text="Answered with your reply.").wait_for()
                 reply = answered(poll, polled)
                 assert (reply["status"], reply.get("choice_index"), reply["text"]) == (
                     "answered",

@@ -48,7 +48,7 @@ def urgent_notifications(page: Page) -> list[dict[str, Any]]:
 
 
 def alerted(page: Page) -> int:
-    found = ALERTED.search(page.locator("#urgent li").first.inner_text())
+    found = ALERTED.search(page.locator("li.kind-urgent").first.inner_text())
     return int(found[1]) if found else 1
 
 
@@ -66,32 +66,34 @@ def test_the_open_app_alerts_until_acknowledge_is_tapped(tmp_path: Path, browser
             with httpx.Client(base_url=url, timeout=30) as http:
                 sent = http.post("/v1/send", json=URGENT | {"repeat": 1}, headers=auth)
                 receipt = sent.json()["receipt"]
-                card = page.locator("#urgent-card")
+                card = page.locator("#pinned-box")
                 card.wait_for(state="visible")
-                entry = card.locator("li", has_text="PagerDuty: prod is down")
+                entry = page.locator("li.kind-urgent", has_text="PagerDuty").filter(has_text="prod is down")
                 entry.get_by_role("button", name="Acknowledge").wait_for()
                 eventually(page, lambda: alerted(page) >= 3)  # again every second
                 [shown] = urgent_notifications(page)
                 assert (shown["title"], shown["tag"], shown["actions"]) == (
                     "Urgent: PagerDuty",
-                    receipt,
+                    f"app:urgent:{receipt}",
                     ["Acknowledge"],
                 )
                 card.scroll_into_view_if_needed()
                 page.screenshot(path=ARTIFACTS / "web-phone-urgent.png")
                 entry.get_by_role("button", name="Acknowledge").click()
                 entry.locator("p", has_text="You acknowledged it.").wait_for()
+                assert entry.locator(".alert-status").count() == 0  # no more "Alerted N times"
+                assert page.locator("#pinned li").count() == 0  # no longer waiting: out of "Needs you"
                 count = alerted(page)
                 state = http.get(f"/v1/receipts/{receipt}", headers=auth).json()
                 assert state["status"] == "acknowledged"
                 assert state["acknowledged_by"] == {"device_id": phone_id, "name": "Web Phone"}
                 eventually(page, lambda: urgent_notifications(page) == [])  # its notification closed
                 page.wait_for_timeout(2500)
-                assert alerted(page) == count and entry.get_by_role("button").count() == 0
+                assert alerted(page) == count and entry.get_by_role("button", name="Acknowledge").count() == 0
 
                 # The sender's cancel stops the next one; a reload does not bring either back.
                 cancelled = http.post("/v1/send", json=URGENT | {"repeat": 1, "message": "db"}, headers=auth)
-                second = card.locator("li", has_text="PagerDuty: db")
+                second = page.locator("li.kind-urgent", has_text="PagerDuty").filter(has_text="db")
                 second.get_by_role("button", name="Acknowledge").wait_for()
                 http.post(f"/v1/receipts/{cancelled.json()['receipt']}/cancel", headers=auth)
                 second.locator("p", has_text="Cancelled by the sender.").wait_for()
@@ -99,7 +101,8 @@ def test_the_open_app_alerts_until_acknowledge_is_tapped(tmp_path: Path, browser
                 page.reload()
                 page.locator("#stream-state", has_text="connected").wait_for()
                 page.wait_for_timeout(1500)
-                assert page.locator("#urgent-card").is_hidden()
+                assert page.locator("#pinned-box").is_hidden()  # neither alerts again
+                assert page.locator("li.kind-urgent .alert-status").count() == 0
         finally:
             context.close()
     assert problems == [], problems
@@ -118,7 +121,7 @@ def test_a_closed_app_is_pushed_again_and_its_worker_offers_acknowledge(
         [shown] = phone.deliver(pushed[-1].json(), lambda: urgent_notifications(page))
         assert (shown["title"], shown["tag"], shown["actions"]) == (
             "Urgent: PagerDuty",
-            receipt,
+            f"app:urgent:{receipt}",
             ["Acknowledge"],
         )
         assert shown["body"].startswith("prod is down") and "Repeats until acknowledged." in shown["body"]

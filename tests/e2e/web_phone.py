@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, BrowserContext, CDPSession, Page
 
 from core.domain.secrets import SENDER_TOKEN_PATTERN
 from tests.e2e.conftest import RelayboxServer
-from tests.fakes.webpush_server import FakeWebPushService
+from tests.fakes.webpush_server import FakeWebPushService, push_reach_env
 from tests.reliability.instances import free_port
 
 NOTIFICATIONS = "navigator.serviceWorker.ready.then(r => r.getNotifications())"
@@ -24,6 +24,18 @@ CLOSE_ALL = f"{NOTIFICATIONS}.then(ns => ns.forEach(n => n.close()))"
 IDENTITY = (
     "import('/app/store.js').then(() => globalThis.relayboxStore.load()).then(i => [i.deviceId, i.token])"
 )
+# The phone's identity as text (its keys as byte lists), and back into another browser's IndexedDB:
+# the same phone in a second browser, as when it runs in two tabs or two installs.
+EXPORT_IDENTITY = """import('/app/store.js').then(() => globalThis.relayboxStore.load())
+  .then(i => JSON.stringify(i, (k, v) => v instanceof Uint8Array ? {bytes: Array.from(v)} : v))"""
+IMPORT_IDENTITY = """text => import('/app/store.js').then(() => globalThis.relayboxStore.save(
+  JSON.parse(text, (k, v) => v && Array.isArray(v.bytes) ? new Uint8Array(v.bytes) : v)))"""
+# A phone's screen: its size in CSS pixels, touch, and a mobile viewport.
+PHONE_SCREEN: dict[str, Any] = {
+    "viewport": {"width": 390, "height": 844},
+    "has_touch": True,
+    "is_mobile": True,
+}
 
 
 def eventually(page: Page, check: Callable[[], Any], timeout: float = 15.0) -> Any:
@@ -44,12 +56,21 @@ def become_the_phone(page: Page, server: str) -> None:
     page.locator("#stream-state", has_text="connected").wait_for()
 
 
+def show_view(page: Page, name: str) -> None:
+    """Open one of the phone's views (Inbox, Pair, Tokens, Assistants, Settings) from its tab bar."""
+    page.get_by_role("navigation", name="Views").get_by_role("link", name=name).click()
+    page.locator(f"#view-{name.lower()}").wait_for(state="visible")
+
+
 def enter_code(page: Page, code: str) -> None:
+    show_view(page, "Pair")
     page.get_by_label("Six-digit code shown on the computer or the assistant's page").fill(code)
     page.get_by_role("button", name="Confirm code").click()
 
 
 def create_token(page: Page, *, may_ring: bool = False) -> str:
+    """Create a sender token in the Tokens view, then go back to the inbox."""
+    show_view(page, "Tokens")
     page.get_by_label("Label").fill("cron")
     if may_ring:
         page.get_by_label("May ring this phone (phone:control)").check()
@@ -63,6 +84,7 @@ def create_token(page: Page, *, may_ring: bool = False) -> str:
         .endswith(f'-d "Backup done" {page.url.split("/app/")[0]}/v1/send')
     )
     page.get_by_role("button", name="Revoke cron").wait_for()
+    show_view(page, "Inbox")
     return token
 
 
@@ -125,9 +147,12 @@ class ClosedWebPhone:
 def closed_web_phone(
     tmp_path: Path, browser: Browser, *, env: Mapping[str, str] | None = None, may_ring: bool = False
 ) -> Iterator[ClosedWebPhone]:
-    """A ``relaybox serve`` (with ``env``), a fake push service, and a ``ClosedWebPhone`` on them."""
+    """A ``relaybox serve`` (with ``env``, and able to push to the fake on loopback), a fake push
+    service, and a ``ClosedWebPhone`` on them."""
     with (
-        RelayboxServer(tmp_path / "server", env=env, port=free_port()) as server,
+        RelayboxServer(
+            tmp_path / "server", env=push_reach_env() | dict(env or {}), port=free_port()
+        ) as server,
         FakeWebPushService() as push_service,
         httpx.Client(base_url=server.wait_until_ready(), timeout=10) as http,
     ):

@@ -10,45 +10,57 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+from tests.fakes.tls import server_context
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = False  # joined by server_close(), so stop() leaves nothing running
     block_on_close = True
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self, handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None) -> None:
         super().__init__(("127.0.0.1", 0), handler)
+        if tls is not None:  # the handshake happens on the handler's thread, at its first read
+            self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
         self.connections: set[socket.socket] = set()
         self.connections_accepted = 0
         self.connections_lock = threading.Lock()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that gave up (a timeout test) resets the connection; that is expected here.
+        # A client that gave up (a timeout test) resets the connection, or refused the certificate
+        # (a test of certificate checking); that is expected here.
         return
 
 
 class LocalHttpServer:
-    """Base for the fakes: subclasses implement ``handle(request)`` for every POST."""
+    """Base for the fakes: subclasses implement ``handle(request)`` for every POST. With ``tls``
+    (``tests.fakes.tls``) it serves https, with a certificate from the test run's CA."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: bool = False) -> None:
+        self.scheme = "https" if tls else "http"
         self.stopping = threading.Event()
         outer = self
 
         class Handler(_Handler):
             fake = outer
 
-        self._server = _Server(Handler)
+        self._server = _Server(Handler, server_context() if tls else None)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
         self._started = False
 
     @property
     def origin(self) -> str:
-        """``http://127.0.0.1:<port>``: scheme, host and port, no path."""
+        """``http(s)://127.0.0.1:<port>``: scheme, host and port, no path."""
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{self.scheme}://{host!s}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
 
     @property
     def connections_accepted(self) -> int:

@@ -11,6 +11,10 @@ Usage from a fixture::
 
 A push whose VAPID token or encryption is wrong is refused (401 or 400) and the reason is
 kept in ``rejections``, so a test can show exactly what the fake disliked.
+
+The fake serves https on 127.0.0.1 with a certificate from the test run's CA: a server pushes to
+it only under the settings ``push_reach_settings`` names (its address added to web push's hosts,
+private addresses allowed, that CA trusted), never under the defaults.
 """
 
 from __future__ import annotations
@@ -31,12 +35,35 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 from pydantic import SecretStr
 
+from core.adapters.outbound.client import OutboundClient
 from core.adapters.push.base import WEB_PUSH, PushTarget, WebPushSubscription
+from core.bootstrap import web_push_outbound
+from core.settings import explicit_settings
 from tests.fakes.local_http import LocalHttpServer, Reply, Request
+from tests.fakes.tls import ca_file
 
 _PUSH_PREFIX = "/push/"
 _MAX_VAPID_LIFETIME_S = 24 * 60 * 60  # RFC 8292 section 2
 MAX_BODY = 4096  # what push services accept (RFC 8030 section 7.2 asks for at least this)
+
+
+def push_reach_settings() -> dict[str, Any]:
+    """The settings that let a server push to the fakes: explicit, for tests only."""
+    return {"web_push_hosts": ["127.0.0.1"], "web_push_allow_private": True, "web_push_ca_file": ca_file()}
+
+
+def push_reach_env() -> dict[str, str]:
+    """``push_reach_settings`` as a ``relaybox serve`` reads them from its environment."""
+    return {
+        "RELAYBOX_WEB_PUSH_HOSTS": json.dumps(["127.0.0.1"]),
+        "RELAYBOX_WEB_PUSH_ALLOW_PRIVATE": "true",
+        "RELAYBOX_WEB_PUSH_CA_FILE": str(ca_file()),
+    }
+
+
+def fake_push_outbound(timeout_s: float) -> OutboundClient:
+    """Web push's outbound client as bootstrap builds it, under ``push_reach_settings``."""
+    return web_push_outbound(explicit_settings(**push_reach_settings(), push_timeout_s=timeout_s))
 
 
 def web_push_target(subscription: WebPushSubscription, device_id: str = "d1") -> PushTarget:
@@ -86,10 +113,10 @@ class FakeWebPushService(LocalHttpServer):
     """Accepts ``POST /push/<id>`` for the subscriptions it handed out."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(tls=True)
         self._lock = threading.Lock()
         self._subscribers: dict[str, Subscriber] = {}
-        self._answers: dict[str, int] = {}
+        self._answers: dict[str, Reply] = {}
         self._stalled: set[str] = set()
         self._received: list[ReceivedPush] = []
         self._rejections: list[str] = []
@@ -124,10 +151,11 @@ class FakeWebPushService(LocalHttpServer):
             self._subscribers[push_id] = subscriber
         return subscriber
 
-    def answer(self, push_id: str, status: int) -> None:
-        """Answer every push for ``push_id`` with ``status`` (404, 410, 429, 500, ...)."""
+    def answer(self, push_id: str, status: int, location: str | None = None) -> None:
+        """Answer every push for ``push_id`` with ``status`` (404, 410, 429, 500, a 307 to
+        ``location``, ...)."""
         with self._lock:
-            self._answers[push_id] = status
+            self._answers[push_id] = Reply(status, headers={"Location": location} if location else None)
 
     def stall(self, push_id: str) -> None:
         """Hold replies for ``push_id`` until the fake stops (the sender should time out)."""
@@ -140,17 +168,18 @@ class FakeWebPushService(LocalHttpServer):
         push_id = request.path.removeprefix(_PUSH_PREFIX)
         with self._lock:
             subscriber = self._subscribers.get(push_id)
-            status = self._answers.get(push_id)
+            status = self._answers.get(push_id)  # a scripted reply
             stall = push_id in self._stalled
         if stall:
             self.hold_until_stopped()
             return None
         if status is not None:
-            return Reply(status)
+            return status
         if subscriber is None:
             return Reply(404)
         try:
-            claims, vapid_key = self._verify_vapid(request.header("Authorization"), subscriber)
+            origin = f"{self.scheme}://{request.header('Host')}"  # the name it was reached by
+            claims, vapid_key = self._verify_vapid(request.header("Authorization"), subscriber, origin)
         except VapidRejectedError as exc:
             return self._reject(401, f"vapid: {exc}")
         if len(request.body) > MAX_BODY:
@@ -179,7 +208,9 @@ class FakeWebPushService(LocalHttpServer):
             self._rejections.append(reason)
         return Reply(status)
 
-    def _verify_vapid(self, authorization: str | None, subscriber: Subscriber) -> tuple[dict[str, Any], str]:
+    def _verify_vapid(
+        self, authorization: str | None, subscriber: Subscriber, origin: str
+    ) -> tuple[dict[str, Any], str]:
         scheme, _, params = (authorization or "").partition(" ")
         if scheme.lower() != "vapid":
             raise VapidRejectedError(f"scheme {scheme!r}")
@@ -191,8 +222,8 @@ class FakeWebPushService(LocalHttpServer):
             raise VapidRejectedError("k is not the subscription's application server key")
         claims = _verify_es256_jwt(token, key)
         now = time.time()
-        if claims.get("aud") != self.origin:
-            raise VapidRejectedError(f"aud {claims.get('aud')!r} is not {self.origin!r}")
+        if claims.get("aud") != origin:
+            raise VapidRejectedError(f"aud {claims.get('aud')!r} is not {origin!r}")
         exp = claims.get("exp")
         if not isinstance(exp, int) or not now < exp <= now + _MAX_VAPID_LIFETIME_S:
             raise VapidRejectedError(f"exp {exp!r} is not within the next 24 hours")

@@ -28,7 +28,7 @@ from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from app.assembly import create_app
-from core.adapters.webhooks.resolver import StaticResolver
+from core.adapters.outbound.resolver import StaticResolver
 from core.api import endpoints
 from core.api.routing import Endpoint
 from core.bootstrap import build_core
@@ -234,6 +234,7 @@ SEMANTIC_REFUSALS = {
     "answer_interaction:invalid_text": "a text sealed by this phone to the server's key for this question",
     "create_interaction:invalid_callback_url": "a URL's whole grammar (a host, no userinfo or fragment)",
     "create_interaction:callback_url_not_allowed": "a private or loopback host, unless allowed",
+    "push_endpoint_not_allowed": "a web-push endpoint on a host that is not a push service's",
     "repeat_requires_urgent": "repeat and expire are taken with priority urgent only, a rule between fields",
     "invalid_expire": "expire is taken with repeat only, a rule between fields",
     "pair_confirm:invalid_public_key": "must be the key this phone registered (its shape is documented)",

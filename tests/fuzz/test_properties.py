@@ -322,7 +322,7 @@ def assert_within_limits(note: Notification) -> None:
     assert isinstance(note.ttl, int) and 0 <= note.ttl <= TTL_MAX_S
     assert_selectors(note.devices)
     # What passes is what the phone gets: it serializes to the payload's canonical JSON.
-    payloads.encode(payloads.notification(note, msg_id="msg_0", sent_at=0))
+    payloads.encode(payloads.notification(note, msg_id="msg_0", sent_at=0, sender="tok_0"))
 
 
 def assert_selectors(devices: tuple[str, ...]) -> None:

@@ -1,4 +1,5 @@
-"""A small HTTP server on 127.0.0.1 that serves client ID metadata documents for GET requests."""
+"""A small HTTPS server on 127.0.0.1 that serves client ID metadata documents for GET requests,
+with a certificate from the test run's CA (``tests.fakes.tls``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+from tests.fakes.tls import server_context
 
 
 @dataclass
@@ -48,14 +51,23 @@ class DocumentServer:
                 self.end_headers()
                 self.wfile.write(reply.body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                return  # a handshake the client refused, or a client that gave up
+
+        self._server = Server(("127.0.0.1", 0), Handler)
+        # The handshake happens on the handler's thread, at its first read, not in accept().
+        self._server.socket = server_context().wrap_socket(
+            self._server.socket, server_side=True, do_handshake_on_connect=False
+        )
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
 
     @property
     def origin(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"https://{host!s}:{port}"
 
     def url(self, path: str) -> str:
         return self.origin + path

@@ -40,6 +40,12 @@ def test_the_authorization_endpoint_opened_by_hand_says_what_it_is(
     # Chromium reports the page's own 400 in the console; it is the only message there.
     assert watch.console_problems == [f"error: {STATUS_400}"]
     assert [problem for problem in watch.problems() if STATUS_400 not in problem] == []
-    assert watch.requests == [live_server + "/oauth/authorize"]  # nothing else, from nowhere else
+    # The site's stylesheet and nothing else, from nowhere else; read at a phone's width.
+    assert watch.requests == [live_server + "/oauth/authorize", live_server + "/static/site.css"]
+    assert page.evaluate("getComputedStyle(document.body).fontFamily").startswith("system-ui")
+    assert (
+        page.locator('meta[name="viewport"]').get_attribute("content")
+        == "width=device-width, initial-scale=1"
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / "authorize-opened-by-hand.png", full_page=True)

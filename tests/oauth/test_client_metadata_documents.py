@@ -1,6 +1,7 @@
 """Client ID Metadata Documents: an https ``client_id`` is resolved by fetching its document, with
-size, time, redirect and address guards, and cached. Tests serve documents from 127.0.0.1, which
-only ``cimd_allow_loopback`` (off by default) admits."""
+size, time, redirect and address guards, and cached. Tests serve documents over https from
+127.0.0.1, which only ``cimd_allow_private`` (off by default) admits, with a certificate from the
+test run's CA, which only ``cimd_ca_file`` makes the server trust."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.settings import Settings, explicit_settings
+from tests.fakes.tls import ca_file
 from tests.helpers import register_phone
 from tests.oauth.document_server import DocumentServer, Reply
 from tests.oauth.flow import REDIRECT_URI, Authorization, approve, exchange, open_consent
@@ -27,7 +29,8 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
     return explicit_settings(
         data_dir=tmp_path / "data",
         database_url=database_url,
-        cimd_allow_loopback=True,
+        cimd_allow_private=True,
+        cimd_ca_file=ca_file(),
         # Short, for the stalled document's test, but not so short that a loaded machine turns a
         # slow answer of another case into "did not answer in time" (it did at 1 s under two CI runs).
         cimd_timeout_s=3.0,
@@ -158,33 +161,25 @@ def test_an_unusable_document_is_an_error_page_not_a_redirect(
     assert reason in response.text
 
 
-@pytest.mark.parametrize("host", ["10.20.30.40", "[::ffff:10.1.2.3]", "224.0.0.1", "[ff0e::1]"])
-def test_a_redirect_to_a_private_or_multicast_address_is_not_followed(
-    client: TestClient, documents: DocumentServer, host: str
-) -> None:
-    documents.replies[PATH] = Reply(302, b"", {"Location": f"https://{host}/client.json"})
-    response = client.get(Authorization(documents.url(PATH)).url())
-    assert response.status_code == 400
-    assert "private address" in response.text
-
-
-def test_a_redirect_to_plain_http_is_not_followed(client: TestClient, documents: DocumentServer) -> None:
-    documents.replies[PATH] = Reply(302, b"", {"Location": "http://example.org/client.json"})
-    response = client.get(Authorization(documents.url(PATH)).url())
-    assert response.status_code == 400
-    assert "away from https" in response.text
-
-
-def test_a_redirect_within_loopback_is_followed_and_the_document_must_name_the_original_url(
-    client: TestClient, documents: DocumentServer
-) -> None:
+@pytest.mark.parametrize(
+    "location",
+    [
+        "https://10.20.30.40/client.json",
+        "https://[::ffff:10.1.2.3]/client.json",
+        "http://example.org/client.json",
+        "/moved.json",  # the same host: not followed either
+    ],
+)
+def test_a_redirect_is_not_followed(client: TestClient, documents: DocumentServer, location: str) -> None:
     original = documents.url(PATH)
-    documents.replies[PATH] = Reply(307, b"", {"Location": "/moved.json"})
+    documents.replies[PATH] = Reply(307, b"", {"Location": location})
     documents.replies["/moved.json"] = Reply.json(
         {"client_id": original, "client_name": "Moved", "redirect_uris": [REDIRECT_URI]}
     )
-    page = open_consent(client, Authorization(original).url())
-    assert "Moved" in page.html
+    response = client.get(Authorization(original).url())
+    assert response.status_code == 400
+    assert "redirects are not followed" in response.text
+    assert documents.fetched == [PATH]
 
 
 @pytest.mark.parametrize(
@@ -197,6 +192,10 @@ def test_a_redirect_within_loopback_is_followed_and_the_document_must_name_the_o
         "https://app.example",
         "https://app.example/a/../client.json",
         "https://user@app.example/client.json",
+        "https://[64:ff9b::a00:7]/client.json",  # NAT64 of 10.0.0.7
+        "https://[2002:a9fe:a9fe::1]/client.json",  # 6to4 of 169.254.169.254
+        "https://app.example/client.json\x00",
+        "http://app.example/client.json",
     ],
 )
 def test_client_id_urls_on_private_addresses_or_without_a_path_are_refused(
@@ -207,19 +206,24 @@ def test_client_id_urls_on_private_addresses_or_without_a_path_are_refused(
     assert "location" not in response.headers
 
 
-def test_loopback_documents_are_refused_unless_the_setting_allows_them(
+def test_loopback_documents_are_refused_unless_the_settings_allow_them(
     tmp_path: Path, documents: DocumentServer
 ) -> None:
-    settings = explicit_settings(data_dir=tmp_path / "strict")
-    assert settings.cimd_allow_loopback is False
-    core = build_core(settings)
-    try:
-        with TestClient(create_app(core=core)) as http:
-            response = http.get(Authorization(publish(documents)).url())
-    finally:
-        core.engine.dispose()
-    assert response.status_code == 400
-    assert "must use https" in response.text
+    for name, strict in {
+        "private or loopback host": explicit_settings(data_dir=tmp_path / "strict", cimd_ca_file=ca_file()),
+        "could not be fetched (tls_failed)": explicit_settings(
+            data_dir=tmp_path / "ca", cimd_allow_private=True
+        ),
+    }.items():
+        assert strict.cimd_allow_private is False or strict.cimd_ca_file is None
+        core = build_core(strict)
+        try:
+            with TestClient(create_app(core=core)) as http:
+                response = http.get(Authorization(publish(documents)).url())
+        finally:
+            core.engine.dispose()
+        assert response.status_code == 400
+        assert name in response.text
     assert documents.fetched == []
 
 

@@ -73,7 +73,8 @@ def test_the_page_is_locked_down_by_its_headers(client: TestClient, request_: Au
     assert response.headers["referrer-policy"] == "no-referrer"
     assert response.headers["cache-control"] == "no-store"
     assert f'<script nonce="{nonce[1]}">' in response.text
-    assert f'<style nonce="{nonce[1]}">' in response.text
+    assert "style-src 'self';" in policy and "<style" not in response.text  # the site's stylesheet only
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in response.text
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", response.text)  # no external assets
 
 

@@ -249,7 +249,8 @@ REST_DOORS: list[tuple[Door, tuple[str, ...]]] = [
 # Operations that take a body but no caller content: what they carry is kept by design (keys,
 # names, labels, status) or is a secret the secrets check looks for.
 WITHOUT_CONTENT: dict[str, str] = {
-    "POST /v1/devices": "a device's public key, name and push registration",
+    "POST /v1/devices": "a device's public key, name, push registration and invite",
+    "POST /v1/invites": "nothing: a phone asks for an invite",
     "PATCH /v1/devices/me": "a device's push registration, name and app build",
     "POST /v1/devices/me/push-registration": "the echo of a registration challenge",
     "POST /v1/devices/me/status": "battery, charging, ringer and network",

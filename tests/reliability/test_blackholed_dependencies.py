@@ -17,6 +17,7 @@ from tests.e2e.conftest import TRACEBACK, RelayboxServer
 from tests.reliability.blackhole import BlackholeProxy
 from tests.reliability.instances import PrivatePostgres, PrivateRedis
 from tests.reliability.traffic import Account, eventually, make_account
+from tests.services import replica_env
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +63,7 @@ def test_blackholed_postgres_and_redis_answer_503_within_seconds_and_recover_wit
         env = {
             "RELAYBOX_DATABASE_URL": database_path.url_for(postgres.url, postgres.port),
             "RELAYBOX_REDIS_URL": redis_path.url_for(redis_server.url, redis_server.port),
-        }
+        } | replica_env(tmp_path / "objects")
         with (
             RelayboxServer(tmp_path / "server", env=env) as server,
             httpx.Client(base_url=server.wait_until_ready(), timeout=HANG_S, trust_env=False) as http,

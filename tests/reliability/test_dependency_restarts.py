@@ -29,6 +29,7 @@ from tests.reliability.traffic import (
     make_account,
     post_envelope,
 )
+from tests.services import replica_env
 
 pytestmark = pytest.mark.e2e
 
@@ -97,6 +98,7 @@ def test_postgres_and_redis_restarts_under_load_lose_nothing_and_never_500(
             FAST_KEEPALIVE_ENV
             | NO_LIMITS
             | {"RELAYBOX_DATABASE_URL": postgres.url, "RELAYBOX_REDIS_URL": redis_server.url}
+            | replica_env(tmp_path / "objects")
         )
         with RelayboxServer(tmp_path / "server", env=env) as server:
             url = server.wait_until_ready()

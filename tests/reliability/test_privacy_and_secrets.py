@@ -104,6 +104,8 @@ def finished(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             "RELAYBOX_LOG_LEVEL": "debug",
             "RELAYBOX_DATABASE_URL": database_url,
             "RELAYBOX_REDIS_URL": redis_server.url,
+            # serve on PostgreSQL refuses a store of its own: the folder it would use anyway
+            "RELAYBOX_FILE_STORE_DIR": str(workdir / "server" / "data" / "objects"),
         }
         done = _serve_and_run(backend, workdir, env)
         done.stored |= postgres_dump(database_url) | redis_contents(redis_server.client())

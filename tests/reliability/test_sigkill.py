@@ -27,18 +27,19 @@ from tests.reliability.traffic import (
     make_account,
     post_envelope,
 )
-from tests.services import fresh_postgres_database
+from tests.services import fresh_postgres_database, replica_env
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(params=["sqlite", "postgres+redis"])
-def backend_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+def backend_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
     if request.param == "sqlite":
         yield {}
         return
     with fresh_postgres_database() as database_url, PrivateRedis() as redis_server:
-        yield {"RELAYBOX_DATABASE_URL": database_url, "RELAYBOX_REDIS_URL": redis_server.url}
+        backend = {"RELAYBOX_DATABASE_URL": database_url, "RELAYBOX_REDIS_URL": redis_server.url}
+        yield backend | replica_env(tmp_path / "objects")
 
 
 def test_a_replica_killed_mid_traffic_loses_nothing_it_accepted(

@@ -47,6 +47,7 @@ from tests.reliability.traffic import (
     make_account,
     post_envelope,
 )
+from tests.services import replica_env
 
 STEPS = ("send", "envelope", "question", "envelope", "ring", "envelope")
 SEND_CLASS_PER_CYCLE = 3  # send, question, ring
@@ -65,7 +66,7 @@ class SoakConfig:
     database_url: str | None = None
     redis_url: str | None = None
 
-    def server_env(self) -> dict[str, str]:
+    def server_env(self, workdir: Path) -> dict[str, str]:
         per_caller = math.ceil(self.duration_s / self.interval_s * SEND_CLASS_PER_CYCLE / len(STEPS))
         mcp_sends = math.ceil(self.duration_s / self.mcp_interval_s / len(MCP_TOOLS))
         roomy = str(4 * (per_caller + mcp_sends) + 100)
@@ -76,6 +77,7 @@ class SoakConfig:
         }
         if self.database_url:
             env["RELAYBOX_DATABASE_URL"] = self.database_url
+            env |= replica_env(workdir / "objects")  # what serve on PostgreSQL requires
         if self.redis_url:
             env["RELAYBOX_REDIS_URL"] = self.redis_url
         return env
@@ -275,7 +277,7 @@ async def _assistant(url: str, account: Account, result: SoakResult, until: floa
 def run_soak(config: SoakConfig, workdir: Path, progress: bool = False) -> SoakResult:
     result = SoakResult(config)
     lock = threading.Lock()
-    with RelayboxServer(workdir / "server", env=config.server_env()) as server:
+    with RelayboxServer(workdir / "server", env=config.server_env(workdir)) as server:
         url = server.wait_until_ready()
         pid = server.process.pid
         callers: list[Caller] = []

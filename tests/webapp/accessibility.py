@@ -1,8 +1,40 @@
-"""Accessibility checks run inside a page: text contrast (WCAG AA) and what keyboard focus reaches."""
+"""Accessibility checks run inside a page: axe-core's rules (the vendored, pinned copy, injected by
+the test as an init script: no page links it and the server does not serve it), text contrast
+(WCAG AA) and what keyboard focus reaches."""
 
 from __future__ import annotations
 
-from playwright.sync_api import Page
+from pathlib import Path
+
+from playwright.sync_api import BrowserContext, Page
+
+from webapp.vendor.update import PINS
+
+AXE = next(
+    Path(__file__).resolve().parents[2] / "webapp" / "vendor" / pin.directory / "axe.min.js"
+    for pin in PINS
+    if pin.name == "axe-core"
+)
+SERIOUS = ("serious", "critical")
+
+
+def with_axe(context: BrowserContext) -> BrowserContext:
+    """Every page ``context`` opens from now on has ``axe`` (before its own scripts run)."""
+    context.add_init_script(path=AXE)
+    return context
+
+
+def axe_violations(page: Page, impacts: tuple[str, ...] = SERIOUS) -> list[str]:
+    """axe-core's violations of ``impacts`` on the page as it is now: rule, impact and where."""
+    results = page.evaluate("() => axe.run(document, { resultTypes: ['violations'] })")
+    return [
+        f"{violation['id']} ({violation['impact']}): {', '.join(map(str, node['target']))}: "
+        f"{violation['help']}"
+        for violation in results["violations"]
+        if violation["impact"] in impacts
+        for node in violation["nodes"]
+    ]
+
 
 # Every visible element with its own text: its colour against the first opaque background behind it.
 # AA asks 4.5:1, or 3:1 for large text (24 px, or 18.66 px bold).

@@ -1,6 +1,7 @@
-"""Writes the committed screenshots in docs/screenshots/: the landing page and the API docs at a
-phone's size (390 x 844 CSS pixels, 2x), light and dark, and the web app as the phone (set-up, the
-safety number after pairing a computer, a received notification), from a relaybox on loopback.
+"""Writes the committed screenshots in docs/screenshots/: the landing page and the API docs, and the
+web app as the phone (set-up, the inbox, a question, an attachment, an urgent alert, and the Pair,
+Tokens, Assistants and Settings views), at a phone's size (390 x 844 CSS pixels, 2x, touch), light
+and dark, from a relaybox on loopback.
 
     .venv/bin/python -m tests.webapp.screenshots
 
@@ -9,7 +10,9 @@ safety number after pairing a computer, a received notification), from a relaybo
 
 from __future__ import annotations
 
+import struct
 import tempfile
+import zlib
 from pathlib import Path
 
 import httpx
@@ -23,52 +26,93 @@ from tests.live import serve_in_thread
 
 TARGET = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 SHOTS = {"landing": ("/", True), "docs": ("/docs", False)}  # name → (path, whole page)
+SCREEN = {
+    "viewport": {"width": 390, "height": 844},
+    "device_scale_factor": 2,
+    "has_touch": True,
+    "is_mobile": True,
+}
 
 
 def main() -> None:
     TARGET.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as data:
-        app = create_app(explicit_settings(data_dir=Path(data)))
-        with serve_in_thread(app) as url, sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                for scheme in ("light", "dark"):
-                    context = browser.new_context(
-                        viewport={"width": 390, "height": 844}, device_scale_factor=2, color_scheme=scheme
-                    )
-                    for name, (path, whole) in SHOTS.items():
-                        page = context.new_page()
-                        page.goto(url + path)
-                        page.wait_for_load_state("networkidle")
-                        target = TARGET / f"{name}-{scheme}.png"
-                        page.screenshot(path=target, full_page=whole)
-                        print(f"wrote {target.relative_to(TARGET.parents[1])}")
-                    context.close()
-                phone_shots(browser, url)
-            finally:
-                browser.close()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            for scheme in ("light", "dark"):
+                with tempfile.TemporaryDirectory() as data:
+                    app = create_app(explicit_settings(data_dir=Path(data)))
+                    with serve_in_thread(app) as url:
+                        pages(browser, url, scheme)
+                        phone_shots(browser, url, scheme)
+        finally:
+            browser.close()
 
 
-def phone_shots(browser: Browser, url: str) -> None:
-    """The web app as the phone: set-up, pairing (the safety number), a notification received."""
-    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2)
+def pages(browser: Browser, url: str, scheme: str) -> None:
+    context = browser.new_context(**SCREEN, color_scheme=scheme)  # type: ignore[arg-type]
+    for name, (path, whole) in SHOTS.items():
+        page = context.new_page()
+        page.goto(url + path)
+        page.wait_for_load_state("networkidle")
+        shoot(page, f"{name}-{scheme}", whole=whole)
+    context.close()
+
+
+def picture(width: int, height: int) -> bytes:
+    """A PNG a camera might send: a sky over a lawn, with a door."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    def pixel(x: int, y: int) -> bytes:
+        if width * 0.42 < x < width * 0.58 and height * 0.35 < y < height * 0.8:
+            return b"\x8b\x4a\x2b"  # the door
+        return b"\x87\xce\xeb" if y < height * 0.6 else b"\x3c\x8d\x3c"
+
+    rows = b"".join(b"\x00" + b"".join(pixel(x, y) for x in range(width)) for y in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def view(page: Page, name: str) -> None:
+    page.get_by_role("navigation", name="Views").get_by_role("link", name=name).click()
+    page.locator(f"#view-{name.lower()}").wait_for(state="visible")
+    page.evaluate("window.scrollTo(0, 0)")
+
+
+def phone_shots(browser: Browser, url: str, scheme: str) -> None:
+    context = browser.new_context(**SCREEN, color_scheme=scheme)  # type: ignore[arg-type]
+    context.grant_permissions(["notifications", "clipboard-read", "clipboard-write"], origin=url)
     page = context.new_page()
     page.goto(url + "/app/")
     page.locator("#setup").wait_for(state="visible")
-    shoot(page, "app-setup")
+    page.get_by_label("Name this device").fill("Pixel")
+    shoot(page, f"app-setup-{scheme}")
     page.get_by_role("button", name="This is my phone").click()
     page.locator("#stream-state", has_text="connected").wait_for()
+    shoot(page, f"app-empty-{scheme}")
     with httpx.Client(base_url=url) as http:
+        view(page, "Pair")
         _, code = start_pairing(http, name="laptop")
         page.get_by_label("Six-digit code shown on the computer or the assistant's page").fill(code)
         page.get_by_role("button", name="Confirm code").click()
         page.locator("#safety-number").wait_for()
-        page.locator("#code-result").scroll_into_view_if_needed()
-        shoot(page, "app-safety-number")
+        shoot(page, f"app-pair-{scheme}")
+        view(page, "Tokens")
+        page.get_by_label("Label").fill("backup script")
         page.get_by_role("button", name="Create token").click()
         page.locator("#new-token").wait_for(state="visible")
+        page.get_by_role("button", name="Copy token").click()
+        page.locator("#copy-status").filter(has_text="co").wait_for()
         token = page.locator("#new-token-value").inner_text()
-        headers = {"Authorization": f"Bearer {token}"}
+        shoot(page, f"app-tokens-{scheme}")
+        auth = {"Authorization": f"Bearer {token}"}
         backup = {
             "title": "Backup",
             "message": "**Done** in 3 min: 12 GB to the NAS.",
@@ -78,16 +122,54 @@ def phone_shots(browser: Browser, url: str) -> None:
             "url_title": "Run 42",
             "actions": [{"label": "Open log", "url": "https://backup.example/runs/42/log"}],
         }
-        http.post("/v1/send", json=backup, headers=headers)
-    page.locator("#inbox li").first.wait_for()
-    page.locator("#notify-title").scroll_into_view_if_needed()
-    shoot(page, "app-notification")
+        http.post("/v1/send", json=backup, headers=auth)
+        disk = {
+            "title": "Disk almost full",
+            "message": "/var is at 91%.",
+            "priority": "high",
+            "tags": ["warning"],
+        }
+        http.post("/v1/send", json=disk, headers=auth)
+        door = {
+            "token": token,
+            "user": "u" * 30,
+            "title": "Front door",
+            "message": "Motion at the front door",
+        }
+        http.post(
+            "/v1/messages.json", data=door, files={"attachment": ("door.png", picture(320, 200), "image/png")}
+        )
+        question = {
+            "question": "Deploy v2.4 to production?",
+            "choices": ["Ship it", "Wait"],
+            "allow_text": True,
+            "text_max_chars": 200,
+        }
+        http.post("/v1/interactions", json=question, headers=auth)
+        urgent = {"title": "PagerDuty", "message": "prod is down", "priority": "urgent", "repeat": 60}
+        http.post("/v1/send", json=urgent, headers=auth)
+    view(page, "Inbox")
+    page.locator("li.kind-urgent .alert-status").wait_for()
+    page.locator("img.attachment-image").wait_for()
+    page.evaluate("window.scrollTo(0, 0)")
+    shoot(page, f"app-inbox-{scheme}")
+    shoot(page, f"app-urgent-{scheme}")
+    question_card = page.locator("li.kind-question")
+    question_card.get_by_label("Add a reply (optional)").fill("after the backup, please")
+    question_card.evaluate("card => card.scrollIntoView({ block: 'center' })")
+    shoot(page, f"app-question-{scheme}")
+    attachment = page.locator("li.entry", has_text="Motion at the front door")
+    attachment.evaluate("card => card.scrollIntoView({ block: 'center' })")
+    shoot(page, f"app-attachment-{scheme}")
+    for name in ("Assistants", "Settings"):
+        view(page, name)
+        shoot(page, f"app-{name.lower()}-{scheme}")
     context.close()
 
 
-def shoot(page: Page, name: str) -> None:
+def shoot(page: Page, name: str, *, whole: bool = False) -> None:
     target = TARGET / f"{name}.png"
-    page.screenshot(path=target)
+    page.screenshot(path=target, full_page=whole)
     print(f"wrote {target.relative_to(TARGET.parents[1])}")
 
 

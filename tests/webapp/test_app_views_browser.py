@@ -4,10 +4,13 @@ a name and a visible focus ring, and a refusal is shown as a sentence, never as 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import BrowserContext, Page
 
 from tests.browser import watched
+from tests.e2e.web_phone import show_view
 from tests.webapp.accessibility import focusable, low_contrast, tab_through
 
 
@@ -25,6 +28,7 @@ def test_the_phones_home_reads_well_and_works_from_the_keyboard(
     live_server: str, context: BrowserContext, scheme: str
 ) -> None:
     page = as_the_phone(context, live_server, scheme)
+    show_view(page, "Tokens")
     page.get_by_role("button", name="Create token").click()
     page.locator("#new-token").wait_for(state="visible")
     assert low_contrast(page) == []  # with the new token, its copy button and curl line shown
@@ -43,12 +47,33 @@ def test_the_phones_home_reads_well_and_works_from_the_keyboard(
 
 def test_a_refused_code_is_a_sentence_on_the_page(live_server: str, context: BrowserContext) -> None:
     page = as_the_phone(context, live_server, "light")
+    show_view(page, "Pair")
     page.get_by_label("Six-digit code shown on the computer or the assistant's page").fill("000000")
     page.get_by_role("button", name="Confirm code").click()
     shown = page.get_by_role("alert")
     shown.wait_for()
     text = shown.inner_text()
     assert "pairing code is wrong" in text and "{" not in text, text
+    assert (
+        page.get_by_label("Six-digit code shown on the computer or the assistant's page").get_attribute(
+            "aria-invalid"
+        )
+        == "true"
+    )  # next to its field, which is marked
+
+
+def test_too_many_wrong_codes_say_how_long_to_wait(live_server: str, context: BrowserContext) -> None:
+    page = as_the_phone(context, live_server, "light")
+    show_view(page, "Pair")
+    field = page.get_by_label("Six-digit code shown on the computer or the assistant's page")
+    for _ in range(12):  # past the per-phone limit of wrong codes
+        field.fill("000000")
+        page.get_by_role("button", name="Confirm code").click()
+        shown = page.get_by_role("alert").inner_text()
+        if "Try again in" in shown:
+            break
+    assert re.search(r"Too many wrong codes\. Try again in \d+ s\.", shown), shown
+    assert page.get_by_role("button", name="Confirm code").is_disabled()
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

@@ -50,11 +50,15 @@ def test_a_file_left_out_of_the_manifest_is_caught(tmp_path: Path) -> None:
     assert any("1.0.2" in problem for problem in update.committed_problems(vendor))
 
 
-def test_only_files_the_manifest_lists_are_served_from_vendor() -> None:
+def test_only_files_the_manifest_lists_as_served_are_served_from_vendor() -> None:
     served = set(read_vendor(PACKAGE / "vendor"))
-    listed = {f"{d}/{name}" for d, entry in update.load_manifest().items() for name in entry["files"]}
+    manifest = update.load_manifest().items()
+    listed = {f"{d}/{name}" for d, entry in manifest if entry.get("served", True) for name in entry["files"]}
     assert served == listed
     assert not any(path.endswith(".py") or "manifest" in path for path in served)
+    # axe-core is for the tests: vendored and checked like the rest, never served to a page.
+    assert [d for d, entry in manifest if not entry.get("served", True)] == ["axe-core-4.14.1"]
+    assert not any(path.startswith("axe-core") for path in served)
 
 
 def test_a_file_of_an_unknown_type_stops_the_start_up(tmp_path: Path) -> None:

@@ -33,7 +33,13 @@
       }
       return fetch(path, init);
     }).then(function (response) {
-      return response.json().then(function (body) {
+      return response.text().then(function (text) {
+        var body = null;
+        try {
+          body = JSON.parse(text);
+        } catch (error) {
+          body = null; // a proxy's HTML page, say: the status alone tells
+        }
         return { status: response.status, body: body };
       });
     });

@@ -1,11 +1,13 @@
 // The /v1 routes the web app calls, with this browser's device credential. An error answer becomes
-// an ApiError with the server's stable code and readable message (never its JSON).
+// an ApiError with the server's stable code and readable message (never its JSON), and for a 429
+// the seconds its Retry-After asks to wait.
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, retryAfter = 0) {
     super(message);
     this.status = status;
     this.code = code;
+    this.retryAfter = retryAfter;
   }
 }
 
@@ -27,7 +29,11 @@ export async function call(method, path, { token, body } = {}) {
   } catch {
     data = null;
   }
-  if (!response.ok) throw asError(response.status, data);
+  if (!response.ok) {
+    const error = asError(response.status, data);
+    if (response.status === 429) error.retryAfter = Math.max(1, Number(response.headers.get("Retry-After")) || 0);
+    throw error;
+  }
   return data;
 }
 

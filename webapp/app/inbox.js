@@ -1,130 +1,170 @@
-// The notifications list of the open web phone: each notification as an entry with the emoji of its
-// tags before its title, its message (Markdown rendered safely when it says `markdown`), its other
-// tags, its link, its icon's address (a link: nothing is loaded from the sender), and every button;
-// a notification of a sequence already listed replaces that entry, and a clear removes it (and the
-// OS notification of that sequence). An http button's request is sent by the service worker, the
-// only part of the app whose policy lets it connect elsewhere (webapp/assets.py).
+// The inbox view of the web phone: every entry it keeps (store.js, items.js), newest first, each
+// a card with what it is, its time, its priority and tags, and a Dismiss button; what still needs
+// the person (open questions, alerting urgent alerts, the ring while it rings) pinned on top under
+// "Needs you"; a placeholder when it is empty; Clear all (open questions and alerts stay).
+// Redrawn from IndexedDB after every change; a card whose entry did not change is kept as it is
+// (a half-typed reply, the focus), so only what changed is built again.
+import { attachmentView } from "/app/attachments.js";
+import "/app/items.js";
+import { closeOs, noteContent } from "/app/note_view.js";
 import "/app/notes.js";
-import "/static/vendor/markdown-it-14.3.3/markdown-it.min.js";
+import { stopRing } from "/app/phone_ops.js";
+import { expired, questionParts } from "/app/questions.js";
+import "/app/store.js";
+import { $, button, element, timeElement } from "/app/ui.js";
+import { followAlerts, urgentParts } from "/app/urgent.js";
 
+const store = globalThis.relayboxStore;
+const items = globalThis.relayboxItems;
 const notes = globalThis.relayboxNotes;
-const LINK_SCHEMES = /^(https?:|mailto:)/i;
-const ACTION_WAIT_MS = 15_000;
+const KINDS = { question: "Question", urgent: "Urgent", reminder: "Reminder", ring: "Ring", document: "Document" };
+const PRIORITY = { high: "High priority", urgent: "Urgent", low: "Low priority", min: "Lowest priority" };
+const built = new Map(); // key → {signature, card}
+let context = null; // {identity, changed}
+let expiry = null;
 
-/**
- * Markdown without raw HTML (markdown-it escapes it), without images (an image would be fetched from
- * the sender), and with links only to http, https and mailto, opened in a new tab without a referrer.
- */
-const markdown = globalThis.markdownit({ html: false, linkify: false, typographer: false });
-markdown.disable(["image"]);
-markdown.validateLink = (url) => LINK_SCHEMES.test(url.trim());
-markdown.renderer.rules.link_open = (tokens, index, options, env, self) => {
-  tokens[index].attrSet("target", "_blank");
-  tokens[index].attrSet("rel", "noopener noreferrer");
-  return self.renderToken(tokens, index, options);
-};
+/** Start drawing the inbox of `identity`; `changed()` is what redraws it (after a change). */
+export function initInbox(identity, changed) {
+  context = { identity, changed };
+  $("clear-all").addEventListener("click", () => $("clear-dialog").showModal());
+  $("clear-dialog").addEventListener("close", async () => {
+    if ($("clear-dialog").returnValue !== "clear") return;
+    const entries = await store.entries();
+    await store.remove(entries.filter((entry) => !isWaiting(entry)).map((entry) => entry.key));
+    await changed();
+  });
+}
 
-function element(tag, className, text) {
-  const made = document.createElement(tag);
-  if (className) made.className = className;
-  if (text !== undefined) made.textContent = text;
+function isWaiting(entry) {
+  if (entry.kind === "question") return entry.state === "open" && !expired(entry);
+  if (entry.kind === "urgent") return entry.state === "alerting";
+  return entry.kind === "ring" && entry.state === "ringing";
+}
+
+/** Draw `entries` (newest first). */
+export async function drawInbox(entries) {
+  const emoji = await notes.emojiTable();
+  const pinned = [];
+  const rest = [];
+  entries.forEach((entry) => (isWaiting(entry) ? pinned : rest).push(entry));
+  place($("pinned"), pinned.map((entry) => card(entry, emoji)));
+  place($("inbox"), rest.map((entry) => card(entry, emoji)));
+  const live = new Set(entries.map((entry) => entry.key));
+  [...built.keys()].filter((key) => !live.has(key)).forEach((key) => built.delete(key));
+  $("pinned-box").hidden = pinned.length === 0;
+  $("inbox-empty").hidden = entries.length > 0;
+  $("clear-all").hidden = rest.length === 0;
+  $("inbox-count").hidden = pinned.length === 0;
+  $("inbox-count").textContent = String(pinned.length);
+  $("inbox-count-words").hidden = pinned.length === 0;
+  await followAlerts(entries, context.changed);
+  watchExpiry(pinned);
+  const lapsed = entries.filter((entry) => entry.kind === "question" && expired(entry));
+  if (lapsed.length) await store.take(lapsed.map((entry) => items.closeQuestion(entry.payload.id, { state: "expired" })));
+}
+
+/** Put `cards` into `list` in this order, moving only what is out of place. */
+function place(list, cards) {
+  cards.forEach((made, index) => {
+    if (list.children[index] !== made) list.insertBefore(made, list.children[index] || null);
+  });
+  while (list.children.length > cards.length) list.lastElementChild.remove();
+}
+
+/** Redraw when the soonest open question expires. */
+function watchExpiry(pinned) {
+  clearTimeout(expiry);
+  const due = pinned.filter((entry) => entry.kind === "question").map((entry) => entry.payload.expires_at * 1000);
+  if (due.length) expiry = setTimeout(() => context.changed(), Math.max(0, Math.min(...due) - Date.now()) + 250);
+}
+
+function card(entry, emoji) {
+  const signature = JSON.stringify([entry.at, entry.state, entry.by, entry.choice, entry.payload, isWaiting(entry)]);
+  const known = built.get(entry.key);
+  if (known && known.signature === signature) return known.card;
+  const made = build(entry, emoji);
+  built.set(entry.key, { signature, card: made });
   return made;
 }
 
-function link(url, text) {
-  const anchor = element("a", "", text);
-  anchor.href = url;
-  anchor.target = "_blank";
-  anchor.rel = "noopener noreferrer";
-  return anchor;
-}
-
-/** The message: Markdown rendered by the configured markdown-it, or the text as it is. */
-function body(note) {
-  if (note.markdown !== true) return element("p", "note-text", note.message);
-  const rendered = element("div", "note-text markdown");
-  rendered.innerHTML = markdown.render(note.message); // escaped by markdown-it: no HTML of the sender's
-  return rendered;
-}
-
-/** A button of the notification: a view opens its URL; an http one asks the worker to send it. */
-function button(action, ui, status) {
-  if (action.action !== "http") {
-    const view = link(notes.webUrl(action.url) || "#", action.label);
-    view.className = "button small";
-    view.append(Object.assign(element("span", "", "\u00a0↗"), { ariaHidden: "true" })); // opens a page
-    return view;
+function build(entry, emoji) {
+  const li = element("li", `entry kind-${entry.kind}`);
+  li.dataset.key = entry.key;
+  if (entry.kind === "notification") li.dataset.sequence = entry.key.slice(2);
+  const { title, parts } = content(entry, emoji);
+  const head = element("div", "entry-head");
+  const heading = element("div", "entry-heading");
+  const label = KINDS[entry.kind];
+  if (label) heading.append(element("span", "entry-kind", label));
+  if (title) heading.append(element("strong", "note-title", title));
+  head.append(heading, timeElement(entry.at));
+  if (!isWaiting(entry)) head.append(dismiss(entry, title || label || "notification"));
+  li.append(head);
+  const priority = PRIORITY[entry.payload.priority];
+  if (priority && entry.kind !== "urgent") {
+    const badges = element("p", "entry-badges");
+    badges.append(element("span", `badge priority-${entry.payload.priority}`, priority));
+    li.append(badges);
+    li.classList.add(`priority-${entry.payload.priority}`);
   }
-  return ui.button(action.label, async () => {
-    status.textContent = `Sending ${action.label}…`;
-    status.textContent = notes.outcome(action.label, await askWorker(action));
-  });
-}
-
-/** Hand an http button to the service worker; resolves to its {sent, status?, error?}. */
-async function askWorker(action) {
-  const registration = await navigator.serviceWorker.ready;
-  const channel = new MessageChannel();
-  const answer = new Promise((resolve) => {
-    channel.port1.onmessage = (event) => resolve(event.data);
-    setTimeout(() => resolve({ sent: false, error: "the app's worker did not answer" }), ACTION_WAIT_MS);
-  });
-  registration.active.postMessage({ type: "relaybox-action", action }, [channel.port2]);
-  return answer;
-}
-
-/** The entry of a notification: its heading, message, other tags, link and icon, and buttons. */
-function entryFor(note, emoji, ui) {
-  const li = element("li", "note");
-  li.dataset.sequence = notes.key(note);
-  const tags = notes.splitTags(note.tags, emoji);
-  const heading = [...tags.emoji, ...(note.title ? [note.title] : [])].join(" ");
-  if (heading) li.append(element("strong", "note-title", heading));
-  li.append(body(note));
-  if (tags.others.length) {
-    const list = element("p", "note-tags");
-    list.append(...tags.others.map((tag) => element("span", "tag", tag)));
-    li.append(list);
-  }
-  const meta = element("p", "note-meta");
-  const url = notes.webUrl(note.url);
-  if (url) meta.append(link(url, note.url_title || url));
-  const icon = notes.webUrl(note.icon);
-  if (icon) meta.append(link(icon, "Icon image"));
-  if (meta.childNodes.length) li.append(meta);
-  const actions = Array.isArray(note.actions) ? note.actions : [];
-  if (actions.length) {
-    const status = element("span", "muted note-status");
-    status.setAttribute("role", "status");
-    const row = element("p", "note-actions");
-    row.append(...actions.map((action) => button(action, ui, status)), status);
-    li.append(row);
-  }
+  li.append(...parts);
   return li;
 }
 
-/** Show a notification payload: its entry (replacing its sequence's) and, unless `alert` is false
- * (an urgent one, whose alerts urgent.js makes), its OS notification. */
-export async function showNotification(note, ui, { alert = true } = {}) {
-  const emoji = await notes.emojiTable();
-  const entry = entryFor(note, emoji, ui);
-  const list = document.getElementById("inbox");
-  const listed = [...list.children].find((li) => li.dataset.sequence === notes.key(note));
-  if (listed) listed.replaceWith(entry);
-  else list.prepend(entry);
-  if (alert && "Notification" in window && Notification.permission === "granted") {
-    const registration = await navigator.serviceWorker.ready;
-    const { title, options } = notes.shown(note, emoji);
-    await registration.showNotification(title, options);
-  }
+function dismiss(entry, name) {
+  const made = button("×", async () => {
+    await store.remove([entry.key]);
+    if (entry.kind === "notification") await closeOs(entry.key).catch(() => {});
+    await context.changed();
+  }, "dismiss");
+  made.setAttribute("aria-label", `Dismiss ${name}`);
+  return made;
 }
 
-/** A `notification_clear`: the sequence's entry and OS notification go. */
-export async function clearNotification(sequenceId) {
-  const list = document.getElementById("inbox");
-  [...list.children].filter((li) => li.dataset.sequence === sequenceId).forEach((li) => li.remove());
-  if ("serviceWorker" in navigator) {
-    const registration = await navigator.serviceWorker.ready;
-    (await registration.getNotifications({ tag: sequenceId })).forEach((shown) => shown.close());
+/** {title, parts} of an entry by its kind. */
+function content(entry, emoji) {
+  const { identity, changed } = context;
+  const { payload } = entry;
+  if (entry.kind === "notification") {
+    const shown = noteContent(payload, emoji);
+    if (payload.attachment) shown.parts.push(attachmentView(identity, payload.attachment));
+    return shown;
   }
+  if (entry.kind === "urgent") return { title: payload.title || null, parts: urgentParts(entry, changed) };
+  if (entry.kind === "question") return { title: null, parts: questionParts(identity, entry, changed) };
+  if (entry.kind === "reminder") return { title: null, parts: reminderParts(entry) };
+  if (entry.kind === "ring") return { title: null, parts: ringParts(entry) };
+  if (entry.kind === "document") return { title: payload.filename, parts: documentParts(payload) };
+  return { title: null, parts: [element("p", "", `A ${payload.type} arrived.`)] };
+}
+
+function reminderParts(entry) {
+  const { payload } = entry;
+  const at = new Date(payload.fire_at * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const lines = {
+    set: `Set for ${at}: ${payload.message}`,
+    fired: `Reminder: ${payload.message}`,
+    cancelled: `Cancelled: ${payload.message}`,
+  };
+  return [element("p", "note-text", lines[entry.state] || payload.message)];
+}
+
+function ringParts(entry) {
+  const seconds = entry.payload.seconds;
+  if (entry.state !== "ringing") {
+    const how = entry.state === "stopped" ? "you stopped it" : `for ${seconds} s`;
+    return [element("p", "note-text", `Someone rang this phone (${how}).`)];
+  }
+  const stop = button("Stop ringing", async () => {
+    await stopRing();
+    await context.changed();
+  }, "button primary");
+  return [element("p", "note-text", `Ringing for ${seconds} s: someone is looking for this phone.`), stop];
+}
+
+function documentParts(payload) {
+  const link = element("a", "button small", `Download ${payload.filename}`);
+  link.href = URL.createObjectURL(new Blob([payload.content], { type: "text/plain;charset=utf-8" }));
+  link.download = payload.filename;
+  return [element("p", "note-text", `A text document (${notes.size(new Blob([payload.content]).size)}) for your Downloads.`), link];
 }

@@ -1,7 +1,8 @@
 /*
  * A notification payload (docs/protocol.md "Server-composed payloads") as this phone shows it, for
- * the page and the service worker alike: its sequence (`sequence_id`, else `id`: a notification of
- * the same sequence replaces the one shown, as the OS notification's tag), its tags that are emoji
+ * the page and the service worker alike: its sequence (`s:` + `sequence_id`, else `s:` + `id`: a
+ * notification of the same sequence replaces the one shown, as the OS notification's tag; items.js
+ * must be loaded first), its tags that are emoji
  * short codes as emoji before the title (the one table both reference phones read,
  * /static/emoji-tags.json), and its http buttons, sent only when the person taps one. A classic
  * script: the page imports it, the service worker loads it with importScripts.
@@ -17,9 +18,10 @@
   var OS_ACTIONS = 2;
   var table = null;
 
-  /** The sequence a notification belongs to: a later one with the same key replaces it. */
+  /** The sequence a notification belongs to, in the senders' namespace (webapp/app/items.js): a
+   * later one with the same key replaces it. */
   function key(note) {
-    return note.sequence_id || note.id;
+    return scope.relayboxItems.senderKey(note);
   }
 
   /** Short code → emoji, fetched from this server once (an empty table if that fails). */
@@ -50,11 +52,26 @@
     return { title: "relaybox", body: lead.concat([note.message]).join(" ") };
   }
 
-  /** The OS notification of a payload: {title, options} for showNotification. */
+  /** A file's size in words: 930 bytes, 12 KB, 3.4 MB. */
+  function size(bytes) {
+    var n = Number(bytes) || 0;
+    if (n < 1000) return n + " bytes";
+    if (n < 1000000) return Math.round(n / 1000) + " KB";
+    return (n / 1000000).toFixed(1) + " MB";
+  }
+
+  /** What an attachment is, in one line: "photo.jpg (image/jpeg, 120 KB)". */
+  function attachmentLine(attachment) {
+    return String(attachment.name || "a file") + " (" + String(attachment.type || "file") + ", " + size(attachment.size) + ")";
+  }
+
+  /** The OS notification of a payload: {title, options} for showNotification; an attachment is
+   * named in the body (it is opened in the app, where images show inline). */
   function shown(note, emoji) {
     var urgent = note.priority === "high" || note.priority === "urgent";
     var actions = (note.actions || []).slice(0, OS_ACTIONS);
     var text = heading(note, emoji);
+    if (note.attachment) text.body += "\n📎 " + attachmentLine(note.attachment) + ": tap to open it";
     return {
       title: text.title,
       options: {
@@ -117,6 +134,8 @@
     splitTags: splitTags,
     heading: heading,
     shown: shown,
+    size: size,
+    attachmentLine: attachmentLine,
     webUrl: webUrl,
     perform: perform,
     outcome: outcome,

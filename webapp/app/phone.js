@@ -18,11 +18,14 @@ import {
 const store = globalThis.relayboxStore;
 // The web app's build, reported as any phone reports its app's (the server's capability gates read
 // it: RELAYBOX_MIN_BUILD_*). Raise it with each release of the web phone's abilities.
-export const WEB_APP_BUILD = 4; // 2: typed replies to questions (allow_text); 3: notification_clear; 4: urgent repeats
+// 2: typed replies to questions (allow_text); 3: notification_clear; 4: urgent repeats;
+// 5: the kept inbox, interaction_closed, attachments.
+export const WEB_APP_BUILD = 5;
 
-export async function registerPhone(name) {
+/** Register this browser as the phone; `extra`: more fields of the registration (an invite). */
+export async function registerPhone(name, extra = {}) {
   const keys = generateKeyPair();
-  const body = { public_key: toBase64(keys.publicKey), name, device_type: "web", app_build: WEB_APP_BUILD };
+  const body = { ...extra, public_key: toBase64(keys.publicKey), name, device_type: "web", app_build: WEB_APP_BUILD };
   const registered = await call("POST", "/v1/devices", { body });
   const identity = { ...identityFrom("phone", name, keys, registered), appBuild: WEB_APP_BUILD };
 

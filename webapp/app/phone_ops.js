@@ -1,146 +1,113 @@
-// What the web phone does with the operations sent to it while the app is open: questions answered
-// by tapping a choice and, where allowed, typing a reply (first answer wins, on any device), the
-// ring (a loud tone and vibration for its duration, and a notification), reminders kept in
-// IndexedDB and fired as notifications at their time, documents opened with this browser's key
-// and offered as a download, and the stop of an urgent notification (urgent.js repeats it).
-import "/app/answer.js";
-import { sound } from "/app/alarm.js";
-import { ApiError, call } from "/app/api.js";
+// What the web phone does with the operations sent to it while the app is open, beside keeping
+// them in its inbox (items.js): the ring (a loud tone and vibration for its duration, with Stop),
+// reminders armed in IndexedDB and fired as notifications at their time, and documents opened
+// with this browser's key (their text is kept with their entry: the server deletes a document
+// once it is pulled).
+import { sound, stop as silence } from "/app/alarm.js";
+import { call } from "/app/api.js";
+import "/app/items.js";
+import { closeOs } from "/app/note_view.js";
 import "/app/store.js";
-import { stopUrgent } from "/app/urgent.js";
 import { fromBase64, fromUtf8, openEnvelope } from "/static/relaybox-wire.js";
 
 const store = globalThis.relayboxStore;
-const timers = new Map();
+const items = globalThis.relayboxItems;
+const timers = new Map(); // reminder id → timer
+let ringing = null; // {timer}
 
-function opened(identity, base64Envelope) {
+export function opened(identity, base64Envelope) {
   return JSON.parse(fromUtf8(openEnvelope(fromBase64(base64Envelope), identity.secretKey, identity.serverPublicKey)));
 }
 
-/**
- * A question with one button per choice; the answer goes to whoever asked. When the question takes
- * a typed reply (`text_max_chars`), a text box under the buttons goes with the tapped choice, or,
- * with no choices, is the answer itself, sent with its own button.
- */
-export function question(identity, payload, ui) {
-  const reply = Number.isInteger(payload.text_max_chars) ? replyBox(payload) : null;
-  const controls = [];
-  const answer = async (index, label) => {
-    const text = reply ? reply.field.value.trim() : "";
-    if (index === null && !text) {
-      ui.status(entry, "Type a reply first.");
-      return;
-    }
-    controls.forEach((each) => (each.disabled = true));
-    try {
-      const body = globalThis.relayboxAnswerBody(identity, payload.id, index, text);
-      await call("POST", `/v1/interactions/${encodeURIComponent(payload.id)}/answer`, { token: identity.token, body });
-      ui.status(entry, text ? `Answered${label ? `: ${label},` : ""} with your reply.` : `Answered: ${label}`);
-    } catch (error) {
-      const gone = error instanceof ApiError && error.status === 409;
-      ui.status(entry, gone ? "Already answered or expired." : error.message);
-      if (!gone) controls.forEach((each) => (each.disabled = false));
-    }
-  };
-  const buttons = payload.choices.map((choice, index) => ui.button(choice, () => answer(index, choice)));
-  controls.push(...buttons);
-  if (reply && !payload.choices.length) {
-    const send = ui.button("Send reply", () => answer(null, null));
-    reply.box.append(send);
-    controls.push(send);
-  }
-  if (reply) controls.push(reply.field);
-  const entry = ui.entry("questions", payload.question, reply ? [...buttons, reply.box] : buttons);
-  ui.notify({ title: "Question", message: payload.question, id: payload.id });
+/** A push frame's payload ({type, ...fields, payload?}): its inline envelope if it has one. */
+export function pushPayload(identity, data) {
+  return data.payload ? opened(identity, data.payload) : data;
 }
 
-/** A labelled text box for a typed reply of at most `text_max_chars` characters. */
-function replyBox(payload) {
-  const field = Object.assign(document.createElement("textarea"), {
-    id: `reply-${payload.id}`,
-    maxLength: payload.text_max_chars,
-    rows: 2,
-  });
-  const label = Object.assign(document.createElement("label"), {
-    htmlFor: field.id,
-    textContent: payload.choices.length ? "Add a reply (optional)" : "Your reply",
-  });
-  const box = Object.assign(document.createElement("div"), { className: "app-form reply" });
-  box.append(label, field);
-  return { field, box };
-}
-
-/** A push frame ({type, ...fields, payload?}): its inline envelope if it has one, else its fields. */
-export function push(identity, data, ui) {
-  return operation(identity, data.payload ? opened(identity, data.payload) : data, ui);
-}
-
-/**
- * An operation for the phone, from an envelope or a push: reminder, reminder_cancel, ring,
- * document, urgent_stop. Returns false for anything else.
- */
-export async function operation(identity, payload, ui) {
-  if (payload.type === "urgent_stop") await stopUrgent(payload.receipt, payload.reason, ui);
-  else if (payload.type === "reminder") await remember(payload, ui);
-  else if (payload.type === "reminder_cancel") await cancel(payload.reminder_id, ui);
-  else if (payload.type === "ring") ring(Number(payload.durationS) || 60, ui);
-  else if (payload.type === "document") await document_(identity, payload.documentId ?? payload.document_id, ui);
-  else return false;
-  return true;
-}
-
-function ring(seconds, ui) {
-  ui.entry("inbox", `Ringing for ${seconds} s`);
-  ui.notify({ title: "Ring", message: "Someone is looking for this phone.", id: "ring", urgent: true });
-  sound(seconds);
-}
-
-async function document_(identity, documentId, ui) {
+/** A document: pulled and opened now, as a payload its entry keeps ({type, document_id, filename, content}). */
+export async function pullDocument(identity, documentId) {
   const pulled = await call("GET", `/v1/documents/${encodeURIComponent(documentId)}`, { token: identity.token });
   const doc = opened(identity, pulled.blob);
   if (doc.type !== "document" || doc.document_id !== documentId) throw new Error("the envelope holds no such document");
-  const link = document.createElement("a");
-  link.href = URL.createObjectURL(new Blob([doc.content], { type: "text/plain;charset=utf-8" }));
-  link.download = doc.filename;
-  link.textContent = `Download ${doc.filename}`;
-  ui.entry("inbox", `Document ${doc.filename} received.`, [link]);
+  return doc;
 }
 
-async function remember(reminder, ui) {
-  const identity = await store.load();
-  if ((identity.cancelledReminders || {})[reminder.reminder_id]) return; // its cancel came first
-  const reminders = { ...(identity.reminders || {}), [reminder.reminder_id]: reminder };
-  await store.update({ reminders });
-  schedule(reminder, ui);
+/** Ring now for `seconds` (a tone, a vibration and a notification); `changed` redraws the inbox
+ * when it ends by itself. */
+export function ring(seconds, notify, changed) {
+  stopRing(false);
+  sound(seconds);
+  notify({ title: "Ring", message: "Someone is looking for this phone.", tag: items.appKey("ring"), urgent: true });
+  ringing = { timer: setTimeout(() => finishRing(changed), seconds * 1000) };
 }
 
-async function cancel(reminderId, ui) {
-  const identity = await store.load();
-  const reminders = { ...(identity.reminders || {}) };
-  const known = reminders[reminderId];
-  delete reminders[reminderId];
+async function finishRing(changed) {
+  ringing = null;
+  await store.take([items.patch(items.appKey("ring"), () => ({ state: "done" }))]);
+  await changed();
+}
+
+/** Stop the ring: tone, vibration, its notification; its entry says it was stopped. */
+export async function stopRing(keep = true) {
+  if (ringing) clearTimeout(ringing.timer);
+  ringing = null;
+  silence();
+  if (!keep) return;
+  await store.take([items.patch(items.appKey("ring"), () => ({ state: "stopped" }))]);
+  try {
+    await closeOs(items.appKey("ring"));
+  } catch {
+    // Its notification may be gone already.
+  }
+}
+
+/** A reminder set: kept with the identity and armed, unless its cancel came first. */
+export async function remember(reminder, notify, changed) {
+  let armed = false;
+  await store.update((identity) => {
+    if ((identity.cancelledReminders || {})[reminder.reminder_id]) return {};
+    armed = true;
+    return { reminders: { ...(identity.reminders || {}), [reminder.reminder_id]: reminder } };
+  });
+  if (armed) schedule(reminder, notify, changed);
+}
+
+export async function cancel(reminderId) {
   clearTimeout(timers.get(reminderId));
   timers.delete(reminderId);
   // Remembered for a day, in case the cancel overtook its reminder.
-  const cancelledReminders = { ...(identity.cancelledReminders || {}), [reminderId]: Date.now() / 1000 + 86400 };
-  await store.update({ reminders, cancelledReminders });
-  if (known) ui.entry("inbox", `Reminder cancelled: ${known.message}`);
+  await store.update((identity) => {
+    const reminders = { ...(identity.reminders || {}) };
+    delete reminders[reminderId];
+    const cancelledReminders = { ...(identity.cancelledReminders || {}), [reminderId]: Date.now() / 1000 + 86400 };
+    return { reminders, cancelledReminders };
+  });
 }
 
 /** Arm a reminder on this page; one already due fires now. */
-export function schedule(reminder, ui) {
+export function schedule(reminder, notify, changed) {
   clearTimeout(timers.get(reminder.reminder_id));
   const delay = Math.max(0, reminder.fire_at * 1000 - Date.now());
-  timers.set(reminder.reminder_id, setTimeout(() => fire(reminder, ui), Math.min(delay, 2 ** 31 - 1)));
+  timers.set(reminder.reminder_id, setTimeout(() => fire(reminder, notify, changed), Math.min(delay, 2 ** 31 - 1)));
 }
 
-async function fire(reminder, ui) {
-  if (reminder.fire_at * 1000 > Date.now()) return schedule(reminder, ui); // a long wait, in steps
-  const identity = await store.load();
-  const reminders = { ...(identity.reminders || {}) };
-  if (!reminders[reminder.reminder_id]) return;
-  delete reminders[reminder.reminder_id];
-  await store.update({ reminders });
-  ui.entry("inbox", `Reminder: ${reminder.message}`);
-  ui.notify({ title: "Reminder", message: reminder.message, id: reminder.reminder_id, urgent: true });
+async function fire(reminder, notify, changed) {
+  if (reminder.fire_at * 1000 > Date.now()) return schedule(reminder, notify, changed); // a long wait, in steps
+  let due = false;
+  await store.update((identity) => {
+    const reminders = { ...(identity.reminders || {}) };
+    due = Boolean(reminders[reminder.reminder_id]);
+    delete reminders[reminder.reminder_id];
+    return { reminders };
+  });
+  if (!due) return undefined;
+  const key = items.appKey("reminder", reminder.reminder_id);
+  await store.take([
+    {
+      key,
+      apply: (known) => ({ ...(known || { key, kind: "reminder", payload: reminder, from: "server" }), state: "fired", at: Date.now() }),
+    },
+  ]);
+  notify({ title: "Reminder", message: reminder.message, tag: key, urgent: true });
+  return changed();
 }

@@ -7,9 +7,13 @@
  * text exists in clear only on this device. A bare wake-up ("notify") says there is something to
  * read and opens the app when tapped.
  *
- * A notification of a sequence already shown replaces it (the same tag). An http button's request
- * is sent from here, when tapped in the notification or in the open app (which asks by message):
- * this worker's policy alone lets it connect to other origins (webapp/assets.py).
+ * A notification of a sequence already shown replaces it (the same tag: items.js keeps senders'
+ * tags and the app's own apart). What a push carries is also written into the inbox the app shows
+ * (store.js, items.js), so the app opened later lists it even when the server's queue no longer
+ * holds it; the app's stream position is left alone (the app still reads every queued message,
+ * and finds its entry there). An http button's request is sent from here, when tapped in the
+ * notification or in the open app (which asks by message): this worker's policy alone lets it
+ * connect to other origins (webapp/assets.py).
  */
 importScripts(
   "/static/vendor/tweetnacl-1.0.3/nacl-fast.js",
@@ -17,11 +21,14 @@ importScripts(
   "/static/relaybox-wire-nacl.js",
   "/app/store.js",
   "/app/answer.js",
+  "/app/items.js",
   "/app/notes.js",
 );
 
 var wire = self.relayboxWire;
 var notes = self.relayboxNotes;
+var items = self.relayboxItems;
+var store = self.relayboxStore;
 
 self.addEventListener("install", function (event) {
   event.waitUntil(self.skipWaiting());
@@ -41,11 +48,12 @@ function notificationFor(message, identity, emoji) {
     try {
       var opened = wire.openEnvelope(wire.fromBase64(message.payload), identity.secretKey, identity.serverPublicKey);
       var note = JSON.parse(wire.fromUtf8(opened));
-      if (note.type === "notification") return note.receipt ? urgentShown(note, emoji) : notes.shown(note, emoji);
-      if (note.type === "notification_clear") return { clear: String(note.sequence_id) };
+      if (note.type === "notification") return items.urgency(note, "server") ? urgentShown(note, emoji) : notes.shown(note, emoji);
+      if (note.type === "notification_clear") return { clear: "s:" + String(note.sequence_id) };
       if (note.type === "urgent_stop") return stopped(note);
       if (note.type === "reminder") return reminded(note);
       if (note.type === "interaction_request") return asked(note);
+      if (note.type === "interaction_closed") return closed(note);
     } catch (error) {
       return { title: "relaybox", options: { body: "A message arrived that this browser could not open.", tag: message.msgId } };
     }
@@ -63,7 +71,7 @@ function ringing(message) {
     title: "Ring",
     options: {
       body: "Someone is looking for this phone.",
-      tag: "ring",
+      tag: items.appKey("ring"),
       renotify: true,
       requireInteraction: true,
       vibrate: pattern,
@@ -84,7 +92,7 @@ function asked(question) {
     title: "Question",
     options: {
       body: question.question + offered + typed,
-      tag: question.id,
+      tag: items.appKey("question", question.id),
       requireInteraction: true,
       actions: question.choices.slice(0, 2).map(function (choice, index) {
         return { action: String(index), title: choice };
@@ -99,7 +107,21 @@ function answered(data, index, outcome) {
   var body = outcome.status === 200
     ? "Answered: " + data.choices[index]
     : "Already answered or expired.";
-  return self.registration.showNotification("Question", { body: body, tag: data.question });
+  var closing = outcome.status === 200
+    ? { state: "answered", choice: index, mine: true }
+    : { state: outcome.body && outcome.body.error && outcome.body.error.code === "interaction_expired" ? "expired" : "answered" };
+  return store.take([items.closeQuestion(data.question, closing)]).catch(function () {}).then(function () {
+    return self.registration.showNotification("Question", { body: body, tag: items.appKey("question", data.question), silent: true });
+  });
+}
+
+/** A question answered on some device (this one too): its notification says so, quietly. */
+function closed(note) {
+  var by = note.answered_by && note.answered_by.name ? " on " + note.answered_by.name : "";
+  return {
+    title: "Question answered",
+    options: { body: "Answered" + by + ".", tag: items.appKey("question", note.id), silent: true, data: { url: "/app/" } },
+  };
 }
 
 /**
@@ -109,25 +131,26 @@ function answered(data, index, outcome) {
  */
 function urgentShown(note, emoji) {
   var plain = notes.shown(note, emoji);
-  if (note.expire_at * 1000 <= Date.now()) return plain;
-  var count = Math.max(0, Math.round((Date.now() / 1000 - note.sent_at) / note.repeat));
+  var urgent = items.urgency(note, "server"); // held to the server's bounds
+  if (urgent.expireAt * 1000 <= Date.now()) return plain;
+  var count = Math.max(0, Math.round((Date.now() / 1000 - (Number(note.sent_at) || 0)) / urgent.repeat) || 0);
   var pattern = [];
   for (var i = 0; i < 5; i++) pattern.push(700, 300);
   plain.title = "Urgent: " + plain.title;
   plain.options.body = note.message + (count ? " (alert " + (count + 1) + ")" : "") + " Repeats until acknowledged.";
-  plain.options.tag = note.receipt;
+  plain.options.tag = items.appKey("urgent", urgent.receipt);
   plain.options.renotify = true;
   plain.options.requireInteraction = true;
   plain.options.vibrate = pattern;
   plain.options.actions = [{ action: "ack", title: "Acknowledge" }];
-  plain.options.data = { url: "/app/", receipt: note.receipt };
+  plain.options.data = { url: "/app/", receipt: urgent.receipt };
   return plain;
 }
 
 /** It stopped (acknowledged on some device, or cancelled): the alarm gives way to a quiet note. */
 function stopped(stop) {
   var why = stop.reason === "cancelled" ? "Cancelled by the sender." : "Acknowledged.";
-  return { title: "Urgent alert stopped", options: { body: why, tag: stop.receipt, silent: true } };
+  return { title: "Urgent alert stopped", options: { body: why, tag: items.appKey("urgent", stop.receipt), silent: true } };
 }
 
 /** After the Acknowledge button: say how it went (the first acknowledgement on any device wins). */
@@ -136,14 +159,22 @@ function acknowledged(receipt, outcome) {
   var body = outcome.status !== 200
     ? "The acknowledgement did not reach the server; open relaybox to try again."
     : settled === "acknowledged" ? "Acknowledged." : "It was already " + settled + ".";
-  return self.registration.showNotification("Urgent alert stopped", { body: body, tag: receipt, silent: true });
+  var kept = outcome.status === 200 ? store.take([items.stopUrgent(receipt, settled)]).catch(function () {}) : Promise.resolve();
+  return kept.then(function () {
+    return self.registration.showNotification("Urgent alert stopped", { body: body, tag: items.appKey("urgent", receipt), silent: true });
+  });
 }
 
 /** A reminder the server pushed at its time (core/services/wake_ups.py). */
 function reminded(reminder) {
   return {
     title: "Reminder",
-    options: { body: reminder.message, tag: reminder.reminder_id, requireInteraction: true, data: { url: "/app/" } },
+    options: {
+      body: reminder.message,
+      tag: items.appKey("reminder", reminder.reminder_id),
+      requireInteraction: true,
+      data: { url: "/app/" },
+    },
   };
 }
 
@@ -164,11 +195,44 @@ self.addEventListener("push", function (event) {
   event.waitUntil(
     Promise.all([self.relayboxStore.load(), notes.emojiTable()]).then(function (loaded) {
       var note = notificationFor(message, loaded[0], loaded[1]);
-      if (note.clear) return cleared(note.clear);
-      return self.registration.showNotification(note.title, note.options);
+      return kept(message, loaded[0]).then(function () {
+        if (note.clear) return cleared(note.clear);
+        return self.registration.showNotification(note.title, note.options);
+      });
     }),
   );
 });
+
+/** Write what a push carries into the inbox (never failing the push: the queue still has it). */
+function kept(message, identity) {
+  var changes = [];
+  try {
+    if (message.payload && identity) {
+      var opened = wire.openEnvelope(wire.fromBase64(message.payload), identity.secretKey, identity.serverPublicKey);
+      var payload = JSON.parse(wire.fromUtf8(opened));
+      changes = payload.type === "reminder" ? [fired(payload)] : items.changesFor(payload, "server");
+    } else if (message.type === "ring") {
+      changes = items.changesFor({ type: "ring", durationS: message.durationS }, "server");
+    }
+  } catch (error) {
+    changes = [];
+  }
+  return changes.length ? store.take(changes).catch(function () {}) : Promise.resolve();
+}
+
+/** A reminder pushed at its time: its entry says it fired, now. */
+function fired(reminder) {
+  var key = items.appKey("reminder", reminder.reminder_id);
+  return {
+    key: key,
+    apply: function (known) {
+      return Object.assign({}, known || { key: key, kind: "reminder", payload: reminder, from: "server" }, {
+        state: "fired",
+        at: Date.now(),
+      });
+    },
+  };
+}
 
 /** Send a tapped http button's request, then say in the notification's place how it went. */
 function tapped(action, data) {

@@ -40,6 +40,7 @@ class Pin:
     version: str
     files: tuple[str, ...]  # what the pages load, from the tarball's package/ folder
     license: str
+    served: bool = True  # False: for the tests only, never served under /static/vendor/
 
     @property
     def kept(self) -> tuple[str, ...]:
@@ -68,6 +69,9 @@ PINS = (
     # (BSD-2-Clause), linkify-it, mdurl, uc.micro and punycode.js (MIT). 14.3.3: the 14 line's latest,
     # past the ReDoS fixed in 14.1.1 (GHSA-38c4-r59v-3vqw) and CVE-2026-48988 (14.2.0).
     Pin("markdown-it", "14.3.3", ("dist/markdown-it.min.js",), "MIT"),
+    # The accessibility checks of every page and view (tests/webapp/accessibility.py), injected by
+    # the tests as an init script: no page links it, and the server does not serve it.
+    Pin("axe-core", "4.14.1", ("axe.min.js",), "MPL-2.0", served=False),
 )
 
 
@@ -80,6 +84,7 @@ class PackageEntry(TypedDict):
     integrity: str  # the npm tarball's, "sha512-<base64>"
     directory: str
     files: dict[str, str]  # kept file → SHA-256 (hex)
+    served: bool  # False: kept for the tests, never served
 
 
 class VendorError(Exception):
@@ -111,8 +116,8 @@ def committed_problems(root: Path = HERE) -> list[str]:
         entry = packages.get(pin.directory)
         if entry is None:
             continue
-        wanted = (pin.name, pin.version, pin.license)
-        recorded = (entry["name"], entry["version"], entry["license"])
+        wanted = (pin.name, pin.version, pin.license, pin.served)
+        recorded = (entry["name"], entry["version"], entry["license"], entry.get("served", True))
         if recorded != wanted:
             problems.append(f"{pin.directory}: manifest says {recorded}, PINS {wanted}")
         files = entry["files"]
@@ -201,6 +206,7 @@ def write_all() -> None:
                     "integrity": integrity,
                     "directory": pin.directory,
                     "files": {name: sha256_hex(data) for name, data in sorted(files.items())},
+                    "served": pin.served,
                 }
             )
     for stale in HERE.iterdir():  # folders of versions no longer pinned

@@ -47,7 +47,13 @@ class WebPushSubscription(BaseModel):
     """A browser's web-push subscription (its ``PushSubscription``): the endpoint and its keys."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    endpoint: str = Field(min_length=8, max_length=2048)
+    endpoint: str = Field(
+        min_length=8,
+        max_length=2048,
+        description="An https URL on a push service's host (core.domain.outbound.WEB_PUSH_HOSTS and the "
+        "server's web_push_hosts); anything else is 400 push_endpoint_not_allowed",
+        json_schema_extra={"pattern": "^https://[!-~]+$"},  # documented; the server checks it whole
+    )
     p256dh: str = Field(min_length=1, max_length=128)
     auth: str = Field(min_length=1, max_length=64)
 

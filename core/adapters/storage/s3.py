@@ -25,8 +25,14 @@ DELETE_BATCH = 1000  # the most keys one DeleteObjects call takes
 
 
 class S3ObjectStore:
-    def __init__(self, client: S3Client, bucket: str, prefix: str = "") -> None:
+    """``client`` lists and deletes; ``presigner`` (``client`` unless given) signs the URLs devices
+    use, for a bucket they reach at another endpoint than the server does."""
+
+    def __init__(
+        self, client: S3Client, bucket: str, prefix: str = "", *, presigner: S3Client | None = None
+    ) -> None:
         self._client = client
+        self._presigner = presigner or client
         self._bucket = bucket
         self._prefix = prefix
 
@@ -41,26 +47,35 @@ class S3ObjectStore:
             read_timeout=30,
             retries={"max_attempts": 3, "mode": "standard"},
         )
-        client = boto3.client(
-            "s3",
-            endpoint_url=settings.s3_endpoint_url,
-            region_name=settings.s3_region,
-            aws_access_key_id=settings.s3_access_key_id,
-            aws_secret_access_key=secret,
-            config=config,
-        )
+
+        def client(endpoint_url: str | None) -> S3Client:
+            return boto3.client(
+                "s3",
+                endpoint_url=endpoint_url,
+                region_name=settings.s3_region,
+                aws_access_key_id=settings.s3_access_key_id,
+                aws_secret_access_key=secret,
+                config=config,
+            )
+
         assert settings.s3_bucket is not None
-        return cls(client, settings.s3_bucket, settings.s3_prefix)
+        public = settings.s3_public_endpoint_url
+        return cls(
+            client(settings.s3_endpoint_url),
+            settings.s3_bucket,
+            settings.s3_prefix,
+            presigner=client(public) if public else None,
+        )
 
     def upload_url(self, key: str, *, size: int, now: int, expires_at: int) -> str:
         params = {"Bucket": self._bucket, "Key": self._prefix + key, "ContentLength": size}
-        return self._client.generate_presigned_url(
+        return self._presigner.generate_presigned_url(
             "put_object", Params=params, ExpiresIn=max(1, expires_at - now), HttpMethod="PUT"
         )
 
     def download_url(self, key: str, *, size: int, now: int, expires_at: int) -> str:
         params = {"Bucket": self._bucket, "Key": self._prefix + key}
-        return self._client.generate_presigned_url(
+        return self._presigner.generate_presigned_url(
             "get_object", Params=params, ExpiresIn=max(1, expires_at - now), HttpMethod="GET"
         )
 

@@ -1,2 +1,2 @@
-"""Answer callbacks' outbound side: resolving a receiver's host and POSTing to it, guarded against
-server-side request forgery."""
+"""Answer callbacks' outbound side: one signed POST to a receiver, made through the outbound
+policy (``core.adapters.outbound``)."""

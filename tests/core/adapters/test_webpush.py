@@ -1,4 +1,6 @@
-"""WebPushSender against a fake push service over real HTTP: real pywebpush, VAPID and aes128gcm."""
+"""WebPushSender against a fake push service over real HTTPS: real pywebpush encryption (aes128gcm),
+VAPID, and the outbound policy it pushes through (the fake's host and CA allowed by explicit
+settings, ``push_reach_settings``)."""
 
 from __future__ import annotations
 
@@ -20,12 +22,12 @@ from core.adapters.push.base import (
     WebPushSubscription,
 )
 from core.adapters.push.webpush import WebPushSender
-from tests.fakes.webpush_server import FakeWebPushService, b64url_encode, web_push_target
+from tests.fakes.webpush_server import FakeWebPushService, b64url_encode, fake_push_outbound, web_push_target
 
 pytestmark = pytest.mark.anyio
 
 SUBJECT = "mailto:ops@relay.example"
-TIMEOUT_S = 0.5
+TIMEOUT_S = 1.0
 MESSAGE = PushMessage("approval_request", {"request_id": "r-42", "title": "Deploy?"}, high_priority=True)
 
 
@@ -41,7 +43,7 @@ def vapid_pem(vapid_key: ec.EllipticCurvePrivateKey) -> str:
 
 @pytest.fixture
 async def sender(vapid_pem: str) -> AsyncIterator[WebPushSender]:
-    web_push = WebPushSender(vapid_pem, SUBJECT, timeout_s=TIMEOUT_S)
+    web_push = WebPushSender(vapid_pem, SUBJECT, outbound=fake_push_outbound(TIMEOUT_S))
     yield web_push
     await web_push.aclose()
 
@@ -51,7 +53,7 @@ def refused_endpoint() -> Iterator[str]:
     # A bound port nobody listens on: connecting is refused for as long as the socket is held.
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/push/nobody"
+        yield f"https://127.0.0.1:{sock.getsockname()[1]}/push/nobody"
 
 
 async def send(
@@ -247,7 +249,7 @@ async def test_the_vapid_key_may_be_pem_raw_or_der(
         "raw": b64url_encode(vapid_key.private_numbers().private_value.to_bytes(32, "big")),
         "der": b64url_encode(vapid_key.private_bytes(Encoding.DER, PrivateFormat.PKCS8, NoEncryption())),
     }[key_format]
-    web_push = WebPushSender(encoded, SUBJECT, timeout_s=TIMEOUT_S)
+    web_push = WebPushSender(encoded, SUBJECT, outbound=fake_push_outbound(TIMEOUT_S))
     subscriber = push_service.subscribe(application_server_key=web_push.application_server_key)
     try:
         assert await send(web_push, subscriber.subscription) is PushOutcome.SENT
@@ -257,8 +259,8 @@ async def test_the_vapid_key_may_be_pem_raw_or_der(
 
 @pytest.mark.parametrize("subject", ["ops@relay.example", "http://relay.example", ""])
 def test_a_subject_that_is_not_a_mailto_or_https_url_is_refused(vapid_pem: str, subject: str) -> None:
-    with pytest.raises(ValueError, match="vapid_subject"):
-        WebPushSender(vapid_pem, subject)
+    with pytest.raises(ValueError, match="RELAYBOX_VAPID_SUBJECT"):
+        WebPushSender(vapid_pem, subject, outbound=fake_push_outbound(TIMEOUT_S))
 
 
 def test_a_private_key_that_is_not_p256_is_refused() -> None:
@@ -266,12 +268,12 @@ def test_a_private_key_that_is_not_p256_is_refused() -> None:
     p384_pem = p384.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
 
     for key in ("bm90IGEga2V5", p384_pem):
-        with pytest.raises(ValueError, match="vapid_private_key"):
-            WebPushSender(key, SUBJECT)
+        with pytest.raises(ValueError, match="RELAYBOX_VAPID_PRIVATE_KEY"):
+            WebPushSender(key, SUBJECT, outbound=fake_push_outbound(TIMEOUT_S))
 
 
 async def test_aclose_before_any_push_and_twice_is_harmless(vapid_pem: str) -> None:
-    web_push = WebPushSender(vapid_pem, SUBJECT)
+    web_push = WebPushSender(vapid_pem, SUBJECT, outbound=fake_push_outbound(TIMEOUT_S))
 
     with anyio.fail_after(5):
         await web_push.aclose()

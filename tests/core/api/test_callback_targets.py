@@ -20,8 +20,8 @@ import pytest
 from sqlmodel import Session, select
 
 from app.assembly import create_app
-from core.adapters.webhooks.poster import Outcome
-from core.adapters.webhooks.resolver import StaticResolver
+from core.adapters.outbound.client import OutboundError
+from core.adapters.outbound.resolver import StaticResolver
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.principal import Principal
@@ -137,9 +137,11 @@ def test_a_public_name_resolving_to_a_private_address_is_refused_when_sending(
         assert unknown["last_error"] == "dns_failed"
         # One private address among public ones refuses the name (checked without sending: the
         # public addresses are not on this machine, and nothing may be sent to them).
-        refused = anyio.run(core.webhooks.vetted_address, "mixed.example", 443)
-        assert refused == Outcome("address_not_allowed")
-        assert str(anyio.run(core.webhooks.vetted_address, "2606:4700::1111", 443)) == "2606:4700::1111"
+        with pytest.raises(OutboundError) as refused:
+            anyio.run(core.webhooks.outbound.vetted_address, "mixed.example", 443)
+        assert refused.value.code == "address_not_allowed"
+        vetted = anyio.run(core.webhooks.outbound.vetted_address, "2606:4700::1111", 443)
+        assert str(vetted) == "2606:4700::1111"
     assert receiver.received == []
 
 

@@ -22,7 +22,7 @@ import pytest
 from sqlmodel import Session
 from standardwebhooks import WebhookVerificationError
 
-from core.adapters.webhooks.resolver import StaticResolver
+from core.adapters.outbound.resolver import StaticResolver
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.domain.envelope import PairBox
@@ -134,6 +134,31 @@ def test_an_answer_is_posted_signed_to_the_callback_url(
     forged = dict(delivery.headers, **{"webhook-id": "evt_other"})
     with pytest.raises(WebhookVerificationError, match="signature"):
         type(delivery)(delivery.path, forged, delivery.body).verified(secret)
+
+
+def test_a_repeated_create_naming_another_callback_url_is_409_and_keeps_the_first(
+    http: httpx.Client, caller: dict[str, str], phone: FakeDevice, receiver: WebhookReceiver
+) -> None:
+    asked = ask(http, caller, callback_url=receiver.url("/first"), idempotency_key="deploy-2")
+    plain = ask(http, caller, question="No callback?")
+    for fields in (
+        {"idempotency_key": "deploy-2", "callback_url": receiver.url("/second")},
+        {"question": "No callback?", "callback_url": receiver.url("/late")},
+    ):
+        again = http.post("/v1/interactions", json={"question": "Deploy?", **fields}, headers=caller)
+        assert (again.status_code, again.json()["error"]["code"]) == (409, "callback_url_conflict")
+        assert "callback_secret" not in again.text
+    assert again.json()["error"]["details"]["id"] == plain["id"]
+    same = http.post(
+        "/v1/interactions",
+        json={"question": "Deploy?", "idempotency_key": "deploy-2", "callback_url": receiver.url("/first")},
+        headers=caller,
+    )
+    assert (same.status_code, same.json()["callback_secret"]) == (200, asked["callback_secret"])
+    answer(http, phone, asked["id"], choice_index=0)
+    answer(http, phone, plain["id"], choice_index=0)
+    assert [item.path for item in receiver.wait_for("/first", 1)] == ["/first"]
+    assert receiver.to("/second") == receiver.to("/late") == []
 
 
 def test_an_expiry_is_posted_when_the_question_expires_unanswered(

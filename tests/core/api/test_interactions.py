@@ -20,6 +20,7 @@ from tests.helpers import (
     create_token,
     error_code,
     pair_computer,
+    queued_payloads,
     register_phone,
     tables_containing,
 )
@@ -105,6 +106,31 @@ def test_an_answer_is_visible_with_index_and_time(client: TestClient, clock: Man
         2,
         int(clock.now()),
     )
+
+
+def test_every_device_of_the_account_hears_the_question_closed_and_by_whom(
+    client: TestClient, core: Core, clock: ManualClock
+) -> None:
+    phone, headers = setup(client, name="Pixel")
+    laptop = pair_computer(client, phone, name="laptop")
+    created = ask(client, headers, choices=["Ship it", "Wait"], expires_in_seconds=120).json()
+    assert queued_payloads(core, phone, "interaction_closed") == []  # nothing until it is answered
+    clock.advance(5)
+    client.post(f"/v1/interactions/{created['id']}/answer", json={"choice_index": 1}, headers=phone.auth)
+    closed = {
+        "type": "interaction_closed",
+        "id": created["id"],
+        "reason": "answered",
+        "answered_by": {"device_id": phone.device_id, "name": "Pixel"},
+        "choice_index": 1,
+        "at": int(clock.now()),
+    }
+    assert queued_payloads(core, phone, "interaction_closed") == [closed]  # the phone may run twice
+    assert queued_payloads(core, laptop, "interaction_closed") == [closed]
+    late = client.post(
+        f"/v1/interactions/{created['id']}/answer", json={"choice_index": 0}, headers=phone.auth
+    )
+    assert late.status_code == 409 and len(queued_payloads(core, laptop, "interaction_closed")) == 1
 
 
 def test_the_first_tap_wins_and_later_ones_are_409(client: TestClient) -> None:

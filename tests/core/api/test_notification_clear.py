@@ -20,9 +20,15 @@ from core.services.capability import UNKNOWN_BUILD_WARNING
 from core.settings import Settings
 from tests.core.api.test_notification_content import send
 from tests.core.test_push_delivery import eventually
-from tests.fakes.webpush_server import FakeWebPushService
+from tests.fakes.webpush_server import FakeWebPushService, push_reach_settings
 from tests.helpers import FakeDevice, create_token, error_code, pair_computer, queued_payloads, register_phone
 from tests.live import serve_in_thread
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The shared settings, able to push to the fake push service on loopback."""
+    return settings.model_copy(update=push_reach_settings())
 
 
 @pytest.fixture
@@ -54,10 +60,12 @@ def test_a_clear_reaches_every_device_sealed_in_its_documented_shape(
         ],
         "warnings": [UNKNOWN_BUILD_WARNING],  # the fixture's phone never reported its app build
     }
+    [sent] = queued_payloads(core, phone, "notification")
     for device in (phone, computer):
         [payload] = queued_payloads(core, device, "notification_clear")
         assert list(payload) == ["type", "sequence_id", "at"]
-        assert payload["type"] == "notification_clear" and payload["sequence_id"] == "deploy-42"
+        assert payload["type"] == "notification_clear" and payload["sequence_id"] == sent["sequence_id"]
+        assert payload["sequence_id"].startswith("tok_") and payload["sequence_id"].endswith(":deploy-42")
         assert payload["at"] == int(clock.now())
 
 
@@ -68,10 +76,30 @@ def test_a_message_id_clears_like_a_sequence_and_an_unknown_one_is_harmless(
     assert clear(http, caller, sent["sequence_id"]).json()["sequence_id"] == sent["id"]
     never_sent = clear(http, caller, "never.sent~1")
     assert never_sent.status_code == 200 and never_sent.json()["sequence_id"] == "never.sent~1"
+    [notification] = queued_payloads(core, phone, "notification")
+    sender = notification["sequence_id"].partition(":")[0]
     assert [p["sequence_id"] for p in queued_payloads(core, phone, "notification_clear")] == [
-        sent["id"],
-        "never.sent~1",
+        notification["sequence_id"],  # the notification's own: its sender and id
+        f"{sender}:never.sent~1",
     ]
+
+
+def test_one_senders_sequence_is_out_of_another_senders_reach(
+    http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
+) -> None:
+    """Token B sending or clearing "deploy-42" names its own deploy-42, never token A's: the phone
+    sees two sequences, and B's clear names B's."""
+    other = {"Authorization": f"Bearer {create_token(http, phone, label='other')['token']}"}
+    send(http, caller, sequence_id="deploy-42", message="A: building")
+    send(http, other, sequence_id="deploy-42", message="B: replaces A's?")
+    assert clear(http, other, "deploy-42").status_code == 200
+    by_a, by_b = queued_payloads(core, phone, "notification")
+    [cleared] = queued_payloads(core, phone, "notification_clear")
+    assert by_a["sequence_id"].endswith(":deploy-42") and by_b["sequence_id"].endswith(":deploy-42")
+    assert by_a["sequence_id"] != by_b["sequence_id"]
+    assert cleared["sequence_id"] == by_b["sequence_id"]
+    for payload in (by_a, by_b, cleared):  # nothing a sender sends is a tag the app keeps for itself
+        assert ":" in payload["sequence_id"]
 
 
 def test_the_device_selector_works_as_a_sends(
@@ -151,6 +179,6 @@ def test_a_browser_phone_is_pushed_the_notification_but_finds_the_clear_in_its_q
     assert pushed.json()["type"] == "notification"
     assert clear(http, caller, "deploy-42").status_code == 200
     [queued] = queued_payloads(core, phone, "notification_clear")
-    assert queued["sequence_id"] == "deploy-42"
+    assert queued["sequence_id"] == queued_payloads(core, phone, "notification")[0]["sequence_id"]
     time.sleep(0.5)  # a push would have left at once, after the commit
     assert len(push_service.received) == 1

@@ -1,5 +1,6 @@
 """A send's sequence_id, icon and typed actions over real HTTP: each refusal has its code, the answer
-names the sequence (the one given, else the message's id), and the payload each device opens carries
+names the sequence (the one given, else the message's id), the payload each device opens carries
+it qualified by its sender (so senders of one account never replace or clear each other's), and
 the fields in their documented order."""
 
 from __future__ import annotations
@@ -26,18 +27,20 @@ def test_the_answer_names_the_sequence_the_given_one_or_the_id(
 ) -> None:
     plain = send(http, caller)
     assert plain["sequence_id"] == plain["id"]
-    assert "sequence_id" not in queued_payloads(core, phone)[-1]  # the phone keys it by its id
+    # The phone keys it by its sender (this token) and its id: docs/protocol.md, "Sequences".
+    sender, _, sequence = queued_payloads(core, phone)[-1]["sequence_id"].partition(":")
+    assert sender.startswith("tok_") and sequence == plain["id"]
 
     first = send(http, caller, sequence_id="deploy-42", message="1/3 building")
     second = send(http, caller, sequence_id="deploy-42", message="2/3 testing")
     assert first["sequence_id"] == second["sequence_id"] == "deploy-42" and first["id"] != second["id"]
     by_id = send(http, caller, sequence_id=plain["id"], message="replaces the plain one")
     assert by_id["sequence_id"] == plain["id"]
-    assert [p.get("sequence_id") for p in queued_payloads(core, phone)] == [
-        None,
-        "deploy-42",
-        "deploy-42",
-        plain["id"],
+    assert [p["sequence_id"] for p in queued_payloads(core, phone)] == [
+        f"{sender}:{plain['id']}",
+        f"{sender}:deploy-42",
+        f"{sender}:deploy-42",
+        f"{sender}:{plain['id']}",
     ]
 
 
@@ -56,11 +59,12 @@ def test_every_spelling_of_a_send_takes_a_sequence_id(
         "a~b_c-1",
     ]
     assert empty_form.json()["sequence_id"] == empty_form.json()["id"]  # an empty form field is absent
-    assert [p.get("sequence_id") for p in queued_payloads(core, phone)] == [
-        "backup.nightly",
-        "backup.nightly",
-        "a~b_c-1",
-        None,
+    sender = queued_payloads(core, phone)[0]["sequence_id"].partition(":")[0]
+    assert [p["sequence_id"] for p in queued_payloads(core, phone)] == [
+        f"{sender}:backup.nightly",
+        f"{sender}:backup.nightly",
+        f"{sender}:a~b_c-1",
+        f"{sender}:{empty_form.json()['id']}",
     ]
 
 

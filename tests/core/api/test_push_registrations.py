@@ -16,11 +16,17 @@ from starlette.testclient import TestClient
 from app.assembly import create_app
 from core.bootstrap import build_core
 from core.runtime.core import Core
-from core.settings import explicit_settings
+from core.settings import Settings, explicit_settings
 from core.store.tables import Account, PushRegistration
 from tests.helpers import b64, create_token, error_code, pair_computer, register_phone
 
 SUBSCRIPTION = {"endpoint": "https://push.example/p/1", "p256dh": "BKey", "auth": "secret"}
+EXTRA_HOSTS = {"web_push_hosts": ["push.example"]}  # a self-hosted push service, as an operator adds one
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update=EXTRA_HOSTS)
 
 
 def stored(core: Core) -> list[tuple[str, str, dict[str, Any]]]:
@@ -103,7 +109,7 @@ def test_the_document_lists_the_configured_services_and_nothing_else(client: Tes
 
 def test_with_web_push_off_only_the_web_apps_own_field_still_takes_a_subscription(tmp_path: Path) -> None:
     """The web app's ``web_push`` is kept as it always was; the device is served over its stream."""
-    settings = explicit_settings(data_dir=tmp_path / "data", web_push_enabled=False)
+    settings = explicit_settings(data_dir=tmp_path / "data", web_push_enabled=False, **EXTRA_HOSTS)
     with TestClient(create_app(core=build_core(settings))) as client:
         assert (
             client.get("/openapi.json").json()["components"]["schemas"]["PushRegistrations"]["properties"]

@@ -43,7 +43,7 @@ def test_a_plain_text_body_is_the_message_and_reaches_every_device(
     for device in (phone, computer):
         [payload] = queued_payloads(core, device)
         assert payload["message"] == "disk is full ✓" and payload["id"] == body["id"]
-        assert list(payload) == ["type", "id", "sent_at", "message", "priority"]
+        assert list(payload) == ["type", "id", "sent_at", "sequence_id", "message", "priority"]
 
 
 def test_json_and_form_bodies_carry_every_field(
@@ -94,6 +94,12 @@ def test_the_path_alias_behaves_identically(
         ({"message": "m", "url": "ftp://x.example"}, "invalid_url"),
         ({"message": "m", "url": "https://" + "a" * 510}, "invalid_url"),
         ({"message": "m", "url": "not a url"}, "invalid_url"),
+        ({"message": "m", "url": "https://x.example/\x00"}, "invalid_url"),
+        ({"message": "m", "url": "https://x.example/a\x1bb"}, "invalid_url"),
+        ({"message": "m", "url": "https://x.example/\x7f"}, "invalid_url"),
+        ({"message": "m", "url": "https://x.example/\u202egpj.exe"}, "invalid_url"),  # shown reversed
+        ({"message": "m", "icon": "https://x.example/i\x00.png"}, "invalid_icon"),
+        ({"message": "m", "actions": [{"label": "a", "url": "https://x.example/\x07"}]}, "invalid_action"),
         ({"message": "m", "url_title": "u" * 101}, "invalid_url_title"),
         ({"message": "m", "actions": [{"label": "a", "url": "https://x.example"}] * 4}, "invalid_action"),
         ({"message": "m", "actions": [{"label": "", "url": "https://x.example"}]}, "invalid_action"),

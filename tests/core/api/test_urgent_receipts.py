@@ -9,11 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlmodel import Session
 
 from core.clock import ManualClock
 from core.principal import Principal
 from core.runtime.core import Core
 from core.services.maintenance import sweep_expired
+from core.store.tables import Receipt
 from tests.helpers import FakeDevice, create_token, error_code, pair_computer, queued_payloads, register_phone
 
 URGENT = {"message": "prod is down", "title": "PagerDuty", "priority": "urgent"}
@@ -181,6 +183,39 @@ def test_another_account_sees_no_receipt(
         assert (answer.status_code, error_code(answer)) == (404, "receipt_not_found"), answer.text
     assert receipt(http, caller, receipt_id)["status"] == "pending"
     assert http.get(f"/v1/receipts/{receipt_id}", headers=phone.auth).status_code == 401  # a device token
+
+
+def test_another_sender_of_the_same_account_sees_no_receipt(
+    http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
+) -> None:
+    """Token A's receipt is out of token B's reach, as A's questions are: B can neither read nor
+    cancel it, and A's alarm keeps going; any device of the account may still acknowledge it."""
+    receipt_id = send(http, caller, repeat=60)["receipt"]
+    other = {"Authorization": f"Bearer {create_token(http, phone, label='other')['token']}"}
+    for answer in (
+        http.get(f"/v1/receipts/{receipt_id}", headers=other),
+        http.get(f"/v1/receipts/{receipt_id}", params={"wait": 1}, headers=other),
+        http.post(f"/v1/receipts/{receipt_id}/cancel", headers=other),
+    ):
+        assert (answer.status_code, error_code(answer)) == (404, "receipt_not_found"), answer.text
+    assert receipt(http, caller, receipt_id)["status"] == "pending"
+    assert queued_payloads(core, phone, "urgent_stop") == []
+    assert acknowledge(http, phone, receipt_id).json()["status"] == "acknowledged"
+    assert receipt(http, caller, receipt_id)["status"] == "acknowledged"
+
+
+def test_a_receipt_kept_before_receipts_had_owners_is_its_accounts(
+    http: httpx.Client, core: Core, phone: FakeDevice, caller: dict[str, str]
+) -> None:
+    receipt_id = send(http, caller, repeat=60)["receipt"]
+    with Session(core.engine) as session:  # as migration 0024 left it
+        row = session.get(Receipt, receipt_id)
+        assert row is not None and (row.owner or "").startswith("token:tok_")
+        row.owner = None
+        session.add(row)
+        session.commit()
+    other = {"Authorization": f"Bearer {create_token(http, phone, label='other')['token']}"}
+    assert receipt(http, other, receipt_id)["status"] == "pending"
 
 
 def test_the_priority_cap_still_applies(http: httpx.Client, phone: FakeDevice) -> None:

@@ -70,10 +70,11 @@ def test_the_payloads_of_an_urgent_send_and_its_stop_byte_for_byte() -> None:
     note = Notification("prod is down", title="PagerDuty", priority="urgent", tags=("db",))
     urgent = UrgentReceipt("rcp_" + "a" * 32, 60, 1_800_003_600)
     encoded = payloads.encode(
-        payloads.notification(note, msg_id="msg_1", sent_at=1_800_000_000, urgent=urgent)
+        payloads.notification(note, msg_id="msg_1", sent_at=1_800_000_000, sender="tok_1", urgent=urgent)
     )
     assert encoded == (
-        b'{"type":"notification","id":"msg_1","sent_at":1800000000,"title":"PagerDuty",'
+        b'{"type":"notification","id":"msg_1","sent_at":1800000000,"sequence_id":"tok_1:msg_1",'
+        b'"title":"PagerDuty",'
         b'"message":"prod is down","priority":"urgent","receipt":"rcp_' + b"a" * 32 + b'","repeat":60,'
         b'"expire_at":1800003600,"tags":["db"]}'
     )

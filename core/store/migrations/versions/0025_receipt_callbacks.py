@@ -2,8 +2,8 @@
 POSTed to it once a device acknowledges it; one row per such receipt holds the URL and the state of
 its delivery (due once acknowledged; the claim of the replica sending it, attempts, last outcome)
 
-Revision ID: 0023
-Revises: 0022
+Revision ID: 0025
+Revises: 0024
 Create Date: 2026-12-10 10:00:00.000000
 """
 
@@ -14,8 +14,8 @@ import sqlmodel
 from alembic import op
 
 
-revision: str = '0023'
-down_revision: str | None = '0022'
+revision: str = '0025'
+down_revision: str | None = '0024'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

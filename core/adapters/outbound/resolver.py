@@ -1,5 +1,5 @@
-"""Name resolution for callbacks, as a Protocol: the system's resolver in service; a fixed table
-in process (tests, which must not ask the real DNS)."""
+"""Name resolution for the server's outbound requests, as a Protocol: the system's resolver in
+service; a fixed table in process (tests, which must not ask the real DNS)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Protocol
 
 import anyio
 
-from core.domain.webhooks import parse_address
+from core.domain.outbound import parse_address
 
 
 class Resolver(Protocol):
