@@ -14,7 +14,7 @@ from app.background import callbacks_forever, sweep_forever, wake_forever
 from app.front import RelayboxApp
 from app.metrics import Metrics
 from connector.mcp_mount import MCP_PATH, mount_mcp
-from core.api import api_routes
+from core.api import api_routes, compat_routes
 from core.bootstrap import build_core
 from core.runtime.core import Core
 from core.settings import Settings
@@ -38,7 +38,8 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         *api_routes(core),
         *authorization_server,
         metrics.route(),
-        *web_routes(),  # last: the landing page, /docs, /static/ and the web app under /app/
+        *web_routes(),  # the landing page, /docs, /static/ and the web app under /app/
+        *compat_routes(core),  # last: ntfy's /{topic} takes any path nothing else serves
     ]
 
     @asynccontextmanager

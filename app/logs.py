@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from starlette.types import Message, Scope
 
+from core.api.ntfy import TOPIC_PATH
 from core.api.request_ids import new_request_id, request_id
 from core.redaction import redact
 
@@ -41,13 +42,22 @@ class RedactSecrets(logging.Filter):
         if record.args:
             args = tuple(redact(a) if isinstance(a, str) else a for a in _as_tuple(record.args))
             if record.name == "uvicorn.access" and len(args) == _ACCESS_ARGS:
-                args = (*args[:2], without_query(args[2]), *args[3:])
+                args = (*args[:2], logged_path(args[2]), *args[3:])
             record.args = args
         return True
 
 
 def without_query(path: object) -> str:
     return str(path).split("?", 1)[0]
+
+
+def logged_path(path: object) -> str:
+    """The path an access log line shows: without its query, and for ntfy's topic routes their
+    template (a topic names its notifications, a sequence is the caller's key: their own words)."""
+    template = route_template.get()
+    if template is not None and template.startswith(TOPIC_PATH):
+        return template
+    return without_query(path)
 
 
 def _as_tuple(args: Any) -> tuple[Any, ...]:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from core.services.device_list import DeviceSummary
 from core.services.interaction_models import CallbackStatus, InteractionOut
-from core.services.receipts import ReceiptOut
+from core.services.receipts import AcknowledgedBy, ReceiptOut
 from core.services.send import DeliveredTo
 
 
@@ -144,6 +144,9 @@ class RingRequested(BaseModel):
 class FileSent(BaseModel):
     document_id: str
     byte_length: int
+    warnings: list[str] = Field(
+        default_factory=list, description="Not a failure by itself; says what is uncertain"
+    )
 
 
 class ReceiptState(BaseModel):
@@ -152,19 +155,18 @@ class ReceiptState(BaseModel):
         description="pending: the phone is still alerting; the others stop it"
     )
     acknowledged_at: int | None = Field(default=None, description="Epoch seconds")
-    acknowledged_by: str | None = Field(
-        default=None, description="The name of the device the user acknowledged on"
+    acknowledged_by: AcknowledgedBy | None = Field(
+        default=None, description="The device the user acknowledged on (as GET /v1/receipts/{id} says it)"
     )
     expires_at: int = Field(description="Epoch seconds when the phone stops alerting, unacknowledged")
 
 
 def receipt_state(out: ReceiptOut) -> ReceiptState:
     """What a model sees of a receipt, the same for check_receipt and cancel_receipt."""
-    by = out.acknowledged_by
     return ReceiptState(
         receipt=out.receipt,
         status=out.status,
         acknowledged_at=out.acknowledged_at,
-        acknowledged_by=(by.name or by.device_id) if by is not None else None,
+        acknowledged_by=out.acknowledged_by,
         expires_at=out.expires_at,
     )

@@ -181,7 +181,7 @@ async def send_file(
     for the phone to fetch."""
     body = documents.DocumentCreate(filename=filename, content=content)
     out = await call.core.run(documents.send_document, call.principal, body=body, ip=call.ip)
-    return outputs.FileSent(document_id=out.document_id, byte_length=out.byte_length)
+    return outputs.FileSent(document_id=out.document_id, byte_length=out.byte_length, warnings=out.warnings)
 
 
 TOOLS = [

@@ -86,7 +86,19 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "payload_too_large": ErrorSpec(413, "The notification is larger than 2048 bytes once serialized."),
     "invalid_attachment": ErrorSpec(400, "The attachment is empty or its type is not a MIME type."),
     "attachment_too_large": ErrorSpec(413, "The attachment is larger than 5 MB."),
-    "priority_emergency_unsupported": ErrorSpec(400, "Emergency priority (2) is not supported."),
+    "invalid_sound": ErrorSpec(400, "sound is one of those GET /v1/sounds.json lists."),
+    "pushover_feature_unsupported": ErrorSpec(
+        400, "This Pushover feature is not offered here (details: feature)."
+    ),
+    "invalid_topic": ErrorSpec(
+        400, "A topic is 1-64 characters of A-Z a-z 0-9 _ - and not one of relaybox's paths."
+    ),
+    "ntfy_feature_unsupported": ErrorSpec(400, "This ntfy feature has no meaning here (details: feature)."),
+    "invalid_timestamp": ErrorSpec(400, "timestamp must be a Unix time in whole seconds."),
+    "invalid_delay": ErrorSpec(400, "delay or at must be a time 10 s to 3 days from now."),
+    "delay_unsupported": ErrorSpec(
+        400, "Scheduled delivery is not offered yet: nothing was sent (details: deliver_at)."
+    ),
     # Urgent until acknowledged (repeat, expire, receipts).
     "repeat_requires_urgent": ErrorSpec(400, 'repeat and expire are taken only with priority "urgent".'),
     "invalid_repeat": ErrorSpec(400, "repeat must be a whole number of seconds (details: min, max)."),

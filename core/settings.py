@@ -129,7 +129,6 @@ class Settings(BaseSettings):
         default=30, ge=1, le=3600, description="The shortest repeat of an urgent send; lowered only in tests"
     )
     ring_duration_s: int = Field(default=60, ge=1, le=300)
-    documents_enabled: bool = False
     document_parking_s: int = Field(default=3600, ge=60, le=3600)
     attachment_quota_bytes: int = Field(
         default=64 * 1024**2, ge=1, description="Per account: bytes of parked notification attachments"

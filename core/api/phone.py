@@ -106,11 +106,6 @@ async def ring_device(call: Call) -> BaseModel:
     return await call.core.run(ring.ring_phone, call.principal, device_id=call.path["device_id"], ip=call.ip)
 
 
-async def send_document(call: Call) -> BaseModel:
-    body = call.body_as(documents.DocumentCreate)
-    return await call.core.run(documents.send_document, call.principal, body=body, ip=call.ip)
-
-
 async def pull_document(call: Call) -> BaseModel:
     return await call.core.run(documents.pull_document, call.principal, document_id=call.path["document_id"])
 
@@ -237,29 +232,9 @@ def endpoints(settings: Settings) -> list[Endpoint]:
             tag="phone",
         ),
     ]
-    # The phone's pull route is always there (the connector's send_file parks documents too); the
-    # public POST answers a plain 404 until RELAYBOX_DOCUMENTS_ENABLED.
-    if settings.documents_enabled:
-        listed.append(
-            Endpoint(
-                "POST",
-                DOCUMENTS_PATH,
-                send_document,
-                "Send a text document into the phone's Downloads",
-                auth=CALLERS,
-                body=documents.DocumentCreate,
-                response=documents.DocumentOut,
-                status=201,
-                errors=(
-                    "invalid_filename",
-                    "invalid_content",
-                    "content_too_large",
-                    "phone_app_unknown",
-                    *GATED,
-                ),
-                tag="phone",
-            )
-        )
+    # The phone's pull route: the connector's send_file parks documents, and no credential could
+    # send one through a public POST (it needs files:send, which sender tokens never hold), so
+    # POST /v1/documents stays the specification's plain 404 (``core.api.api_routes``).
     listed.append(
         Endpoint(
             "GET",

@@ -3,10 +3,13 @@
 when their base URL points at ``/v1/``. The token travels in the body or the query, not a header.
 
 Pushover's ways of saying "every device" (no ``device``, an empty one, ``ALL_DEVICES`` as Apprise
-sends) mean all of the account's devices; a name that matches none is ``status: 0``. An image in
-an ``attachment`` file part (or ``attachment_base64`` with ``attachment_type``), up to Pushover's
-5 MB, travels end to end encrypted beside the text (``core.services.attachments``). The bodies and
-answers as the OpenAPI document shows them are in ``core.api.pushover_shapes``."""
+sends) mean all of the account's devices; a name that matches none is ``status: 0``. The fields and
+what each becomes are in ``core.api.pushover_fields`` (priority 2 is relaybox's urgent until
+acknowledged, answered with a ``receipt``: ``core.api.pushover_receipts`` serves Pushover's receipt
+routes). A file in an ``attachment`` part (or ``attachment_base64``), up to Pushover's 5 MB,
+travels end to end encrypted beside the text (``core.services.attachments``), with its name and
+its type (sniffed when the sender gives none, as Apprise does not). The bodies and answers as the
+OpenAPI document shows them are in ``core.api.pushover_shapes``."""
 
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ import anyio
 from starlette.responses import JSONResponse, Response
 
 from core.api.forms import FilePart, read_fields
+from core.api.pushover_fields import SOUNDS, message_fields
 from core.api.pushover_shapes import MessageRequest, ShimError, ShimOk, ValidateRequest
 from core.api.routing import Call, Endpoint
+from core.domain.media_types import extension_for, media_type
 from core.domain.secrets import is_sender_token, new_prefixed_id
 from core.errors import RelayError
 from core.principal import Principal
@@ -31,11 +36,6 @@ from core.services.device_list import list_devices
 from core.services.limits import limit_headers, peek_send_class
 from core.services.send import send_notification
 
-# Pushover's numeric priorities; 2 (emergency) needs acknowledgements we do not offer.
-PRIORITY_NAMES = {"-2": "min", "-1": "low", "0": "default", "1": "high"}
-SOUNDS = {"pushover": "Pushover (default)", "none": "None (silent)"}
-PASSED_ON = ("message", "title", "priority", "url", "url_title", "ttl")
-ALL_DEVICES = {"", "all", "all_devices"}  # Pushover: no device is every device; Apprise sends ALL_DEVICES
 # The body may hold a 5 MB attachment, base64 in a form field (a third larger) or a file part.
 BODY_MAX_BYTES = (attachments.MAX_BYTES + 2) // 3 * 4 + 64 * 1024
 
@@ -43,36 +43,40 @@ BODY_MAX_BYTES = (attachments.MAX_BYTES + 2) // 3 * 4 + 64 * 1024
 async def post_message(call: Call) -> Response:
     principal: Principal | None = None
     try:
-        fields = await _shim_fields(call, files=1)
-        principal = await _authenticate(call, fields.get("token"))
-        forwarded = {key: fields[key] for key in PASSED_ON if key in fields}
-        forwarded["priority"] = _priority(fields.get("priority"))
-        forwarded["device"] = _devices(fields.get("device"))
+        fields = await shim_fields(call, files=1)
+        principal = await authenticate_shim(call, fields.get("token"))
+        forwarded, callback = message_fields(call.core.settings, fields)
         attachment = await _attachment(fields)
         sent = await call.core.run(
-            send_notification, principal, fields=forwarded, ip=call.ip, attachment=attachment
+            send_notification,
+            principal,
+            fields=forwarded,
+            ip=call.ip,
+            attachment=attachment,
+            receipt_callback=callback,
         )
     except RelayError as error:
-        return await _failure(call, error, principal)
+        return await failure(call, error, principal)
     headers = _app_headers(sent.monthly) | (limit_headers(sent.rate_limit) if sent.rate_limit else {})
-    return JSONResponse({"status": 1, "request": sent.id}, headers=headers)
+    answer = {"status": 1, "request": sent.id} | ({"receipt": sent.receipt} if sent.receipt else {})
+    return JSONResponse(answer, headers=headers)
 
 
 async def list_sounds(call: Call) -> Response:
     try:  # the token in the query, or (pushover-complete sends it so) a form body on the GET
-        await _authenticate(call, (await _shim_fields(call)).get("token"))
+        await authenticate_shim(call, (await shim_fields(call)).get("token"))
     except RelayError as error:
-        return await _failure(call, error, None)
+        return await failure(call, error, None)
     return JSONResponse({"sounds": SOUNDS, "status": 1, "request": new_prefixed_id("req")})
 
 
 async def validate_user(call: Call) -> Response:
     try:
-        fields = await _shim_fields(call)
-        principal = await _authenticate(call, fields.get("token"))
+        fields = await shim_fields(call)
+        principal = await authenticate_shim(call, fields.get("token"))
         listing = await call.core.run(list_devices, principal)
     except RelayError as error:
-        return await _failure(call, error, None)
+        return await failure(call, error, None)
     names = [device.name or device.device_id for device in listing.devices]
     return JSONResponse(
         {
@@ -85,28 +89,19 @@ async def validate_user(call: Call) -> Response:
     )
 
 
-async def _shim_fields(call: Call, *, files: int = 0) -> dict[str, Any]:
+async def shim_fields(call: Call, *, files: int = 0) -> dict[str, Any]:
     fields: dict[str, Any] = dict(call.request.query_params)
     limit = max(call.core.settings.max_body_bytes, BODY_MAX_BYTES if files else 0)
     fields.update(await read_fields(call.request, limit, multipart=True, files=files))
     return fields
 
 
-def _devices(value: Any) -> str | None:
-    """Pushover's ``device``: a comma list of names, where Pushover's "every device" forms mean all."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise RelayError("invalid_device")
-    names = [name.strip() for name in value.split(",")]
-    return "all" if any(name.lower() in ALL_DEVICES for name in names) else ",".join(names)
-
-
 async def _attachment(fields: dict[str, Any]) -> SealedAttachment | None:
-    """The attachment, sealed off the event loop: a file part, or base64 with its type."""
+    """The attachment, sealed off the event loop: a file part, or base64 (with its type, or
+    sniffed); a file the sender did not name is ``attachment`` with its type's extension."""
     part, encoded = fields.get("attachment"), fields.get("attachment_base64")
     if isinstance(part, FilePart):
-        data, name, kind = part.data, part.filename, part.content_type
+        data, name, given = part.data, part.filename, part.content_type
     elif encoded is not None and encoded != "":
         if not isinstance(encoded, str):
             raise RelayError("invalid_attachment", "attachment_base64 must be standard base64 text.")
@@ -114,19 +109,21 @@ async def _attachment(fields: dict[str, Any]) -> SealedAttachment | None:
             data = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError) as error:  # ValueError: text outside ASCII
             raise RelayError("invalid_attachment", "attachment_base64 is not standard base64.") from error
-        name, kind = None, fields.get("attachment_type")
-        if not isinstance(kind, str):
-            raise RelayError("invalid_attachment", "attachment_base64 needs attachment_type.")
+        name, given = None, fields.get("attachment_type")
+        if given is not None and not isinstance(given, str):
+            raise RelayError("invalid_attachment", "attachment_type must be a MIME type such as image/jpeg.")
     elif part is not None and part != "":
         raise RelayError("invalid_attachment", "attachment must be a file part.")
     else:
         return None
+    kind = media_type(data, name, given)
+    name = name or f"{attachments.DEFAULT_NAME}{extension_for(kind)}"
     return await anyio.to_thread.run_sync(
         functools.partial(attachments.seal, data, name=name, mime_type=kind)
     )
 
 
-async def _authenticate(call: Call, token: Any) -> Principal:
+async def authenticate_shim(call: Call, token: Any) -> Principal:
     if not isinstance(token, str) or not is_sender_token(token):
         raise RelayError("invalid_token")
     return await call.core.run(
@@ -134,18 +131,7 @@ async def _authenticate(call: Call, token: Any) -> Principal:
     )
 
 
-def _priority(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    text = str(value).strip()
-    if text == "2":
-        raise RelayError("priority_emergency_unsupported")
-    if text not in PRIORITY_NAMES:
-        raise RelayError("invalid_priority", "priority must be one of -2, -1, 0, 1.")
-    return PRIORITY_NAMES[text]
-
-
-async def _failure(call: Call, error: RelayError, principal: Principal | None) -> Response:
+async def failure(call: Call, error: RelayError, principal: Principal | None) -> Response:
     headers = dict(error.headers)
     if principal is not None:
         binding, monthly = await call.core.run(peek_send_class, principal, ip=call.ip)
@@ -166,8 +152,17 @@ def _app_headers(monthly: Any) -> dict[str, str]:
 
 SHIM_ERRORS = (
     "invalid_token",
-    "priority_emergency_unsupported",
     "invalid_priority",
+    "invalid_sound",
+    "pushover_feature_unsupported",
+    "invalid_repeat",
+    "invalid_expire",
+    "too_many_urgent",
+    "phone_app_outdated",
+    "invalid_callback_url",
+    "callback_url_not_allowed",
+    "invalid_timestamp",
+    "invalid_body",
     "priority_capped",
     "payload_too_large",
     "unsupported_content_type",

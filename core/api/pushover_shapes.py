@@ -4,19 +4,22 @@ answers (``status: 1`` or ``status: 0`` with ``errors``) in Pushover's own form.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
-from core.domain.notification import DEVICE_SELECTOR_SCHEMA, URL_SCHEMA
+from core.domain.notification import DEVICE_SELECTOR_SCHEMA, TIMESTAMP_MAX, URL_SCHEMA
 from core.services import attachments
 
 
 class ShimOk(BaseModel):
     status: int = Field(description="1")
     request: str
+    receipt: str | SkipJsonSchema[None] = Field(
+        default=None, description="priority 2: poll it at GET /v1/receipts/{receipt}.json"
+    )
 
 
 class ShimError(BaseModel):
@@ -38,8 +41,7 @@ MIME_TYPE_SCHEMA: JsonDict = {
 
 
 def _attachment_rules(schema: JsonDict) -> None:
-    """Base64 needs its type; a file (``attachment``) comes only as a multipart part."""
-    schema["dependentRequired"] = {"attachment_base64": ["attachment_type"]}
+    """A file (``attachment``) comes only as a multipart part."""
     properties = schema.get("properties")
     if isinstance(properties, dict):
         properties["attachment"] = False
@@ -54,8 +56,33 @@ class MessageRequest(BaseModel):
     title: str | SkipJsonSchema[None] = Field(
         default=None, min_length=1, max_length=25, description="1-100 bytes of UTF-8 (25 characters fit)"
     )
-    priority: Annotated[int, Field(ge=-2, le=1)] | SkipJsonSchema[None] = Field(
-        default=None, description="-2 to 1; 2 (emergency) is refused with priority_emergency_unsupported"
+    priority: Annotated[int, Field(ge=-2, le=2)] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="-2 min, -1 low, 0 default, 1 high, 2 urgent until acknowledged (needs retry and "
+        "expire; answers a receipt)",
+    )
+    retry: Annotated[int, Field(ge=30, le=3600)] | SkipJsonSchema[None] = Field(
+        default=None, description="priority 2: alert again every this many seconds"
+    )
+    expire: Annotated[int, Field(ge=60, le=10800)] | SkipJsonSchema[None] = Field(
+        default=None, description="priority 2: stop alerting after this many seconds"
+    )
+    callback: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="priority 2: an https URL POSTed (form) once a device acknowledges",
+        json_schema_extra={"pattern": "^https://", "maxLength": 2048},
+    )
+    html: Annotated[int, Field(ge=0, le=1)] | SkipJsonSchema[None] = Field(
+        default=None, description="1: the message is Pushover's HTML subset (shown as Markdown)"
+    )
+    monospace: Annotated[int, Field(ge=0, le=1)] | SkipJsonSchema[None] = Field(
+        default=None, description="1: the message is shown in a monospace block (not with html)"
+    )
+    sound: Literal["pushover", "none"] | SkipJsonSchema[None] = Field(
+        default=None, description="As GET /v1/sounds.json lists: the phone's own sound, or none (silent)"
+    )
+    timestamp: Annotated[int, Field(ge=1, le=TIMESTAMP_MAX)] | SkipJsonSchema[None] = Field(
+        default=None, description="Unix time shown as the message's time"
     )
     url: str | SkipJsonSchema[None] = Field(default=None, json_schema_extra=URL_SCHEMA)
     url_title: str | SkipJsonSchema[None] = Field(
@@ -74,11 +101,9 @@ class MessageRequest(BaseModel):
     )
     attachment_type: str | SkipJsonSchema[None] = Field(
         default=None,
-        description="The attachment's MIME type, e.g. image/jpeg",
+        description="The attachment's MIME type, e.g. image/jpeg (sniffed from the bytes when absent)",
         json_schema_extra=MIME_TYPE_SCHEMA,
     )
-    sound: Any = IGNORED
-    timestamp: Any = IGNORED
 
 
 class ValidateRequest(BaseModel):

@@ -23,7 +23,7 @@ from core.errors import RelayError, invalid_body
 from core.principal import Principal
 from core.runtime.core import Core
 from core.services.auth import Accept, authenticated, bearer_from_header
-from core.services.limits import Limited, limit_headers
+from core.services.limits import Limited, limit_headers, settle_ip_peek
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -60,8 +60,16 @@ class Endpoint:
     errors: tuple[str, ...] = ()
     tag: str = "relaybox"
     description: str = ""
-    ip_limited: bool = False  # send class: the per-IP layers are checked before the token lookup
+    # Send class: the per-IP layers are checked before the token lookup, and a request refused with
+    # a 4xx settles the IP peek it owes (``core.services.limits.settle_ip_peek``), so that an IP
+    # over its budget gets 429 rather than the request's own error. Every 4xx of these routes
+    # comes before their send-class charge (which covers the IP layers), or is the charge's own
+    # 429; a 5xx may come after it (a failed commit), when the request counts in its IP's layers
+    # already, so it stands as it is.
+    ip_limited: bool = False
     auth_path_param: str | None = None  # the path parameter that carries the token (capability URL)
+    auth_token: Callable[[Request], str] | None = None  # where a compatible API's clients put it
+    error_shape: Callable[[RelayError], Response] | None = None  # a compatible API's error body
     body_doc: type[BaseModel] | None = None  # documents a body the handler reads itself (several types)
     error_doc: type[BaseModel] | None = None  # documents the errors of a handler that renders its own
     extra: dict[str, Any] = field(default_factory=dict)
@@ -74,10 +82,27 @@ class Endpoint:
         return Route(self.path, EndpointApp(self, core), methods=[self.method], name=self.operation_id)
 
     async def serve(self, core: Core, request: Request) -> Response:
+        if not self.ip_limited and self.error_shape is None:
+            return await self._serve(core, request)
+        try:
+            try:
+                return await self._serve(core, request)
+            except RelayError as error:
+                if self.ip_limited and error.status < 500:
+                    await settle_ip_peek(core)  # raises the IP's 429 in its place, when over budget
+                raise
+        except RelayError as error:
+            if self.error_shape is None:
+                raise
+            return self.error_shape(error)
+
+    async def _serve(self, core: Core, request: Request) -> Response:
         ip = client_ip(request)
         principal = Principal.anonymous(ip)
         if self.auth is not None:
-            if self.auth_path_param:
+            if self.auth_token is not None:
+                token = self.auth_token(request)
+            elif self.auth_path_param:
                 token = request.path_params[self.auth_path_param]
             else:
                 token = bearer_from_header(request.headers.get("authorization"))

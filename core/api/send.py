@@ -3,28 +3,27 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
 from core.api.forms import read_fields
+from core.api.ntfy_params import ntfy_headers_on_send
 from core.api.routing import Call, Endpoint
 from core.domain import urgent
 from core.domain.actions import ACTION_BODY_MAX_BYTES
+from core.domain.delivery_time import DELIVERY_FIELDS
 from core.domain.notification import (
     DEVICE_SELECTOR_SCHEMA,
     ICON_SCHEMA,
     SEQUENCE_ID_MAX_CHARS,
     SEQUENCE_ID_PATTERN,
+    TIMESTAMP_MAX,
     URL_SCHEMA,
 )
-from core.errors import RelayError
 from core.services.auth import Accept
-from core.services.limits import settle_ip_peek
 from core.services.notification_clear import ClearOut, clear_notification
 from core.services.send import SendOut, send_notification
 
@@ -53,6 +52,9 @@ SEND_ERRORS = (
     "rate_limit_exceeded",
     "too_many_urgent",
     "phone_app_outdated",
+    "invalid_timestamp",
+    "invalid_delay",
+    "delay_unsupported",
 )
 
 
@@ -150,39 +152,30 @@ class SendRequest(BaseModel):
         default=None,
         description=f"with repeat: stop repeating after this long, default {urgent.EXPIRE_DEFAULT_S}",
     )
+    timestamp: Annotated[int, Field(ge=1, le=TIMESTAMP_MAX)] | SkipJsonSchema[None] = Field(
+        default=None, description="Unix seconds the notification says it was sent (default: now)"
+    )
+    delay: str | int | SkipJsonSchema[None] = Field(
+        default=None,
+        description="deliver later: seconds, a duration (30m, 2h, 1d) or a Unix time, 10 s to 3 days "
+        "ahead. Not offered yet: 400 delay_unsupported (details.deliver_at), nothing is sent",
+    )
+    at: str | int | SkipJsonSchema[None] = Field(
+        default=None, description="deliver at: a Unix time or an ISO 8601 time with its zone; as delay"
+    )
 
 
-R = TypeVar("R")
-SETTLE_IP_PEEK: set[Callable[..., Any]] = set()  # the handlers that settle (each ip_limited one must)
-
-
-def settling_ip_peek(handler: Callable[[Call], Awaitable[R]]) -> Callable[[Call], Awaitable[R]]:
-    """The handler of an ``ip_limited`` endpoint: a request refused with a 4xx settles the IP peek
-    it owes (``core.services.limits.settle_ip_peek``), so that an IP over its budget gets 429
-    rather than the request's own error. Every 4xx these handlers' operations raise comes before
-    their send-class charge (which covers the IP layers), or is the charge's own 429; a 5xx may
-    come after it (a failed commit), when the request counts in its IP's layers already, so it
-    stands as it is."""
-
-    @functools.wraps(handler)
-    async def settled(call: Call) -> R:
-        try:
-            return await handler(call)
-        except RelayError as error:
-            if error.status < 500:
-                await settle_ip_peek(call.core)
-            raise
-
-    SETTLE_IP_PEEK.add(settled)
-    return settled
-
-
-@settling_ip_peek
 async def send(call: Call) -> BaseModel:
     fields = await read_fields(call.request, call.core.settings.max_body_bytes)
     if call.request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
         fields = bare_form_message(fields)
-    return await call.core.run(send_notification, call.principal, fields=fields, ip=call.ip)
+    delay, warnings = ntfy_headers_on_send(call.request.headers)
+    if delay is not None and not any(fields.get(name) not in (None, "") for name in DELIVERY_FIELDS):
+        fields = {**fields, "delay": delay}
+    sent: SendOut = await call.core.run(send_notification, call.principal, fields=fields, ip=call.ip)
+    if warnings:
+        sent.warnings = [*warnings, *sent.warnings]
+    return sent
 
 
 def bare_form_message(fields: dict[str, Any]) -> dict[str, Any]:
@@ -195,12 +188,10 @@ def bare_form_message(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-@settling_ip_peek
 async def send_with_path_token(call: Call) -> BaseModel:
     return await send(call)
 
 
-@settling_ip_peek
 async def clear(call: Call) -> BaseModel:
     return await call.core.run(
         clear_notification,
@@ -224,7 +215,9 @@ SEND_DESCRIPTION = (
     'acknowledged: with priority "urgent", repeat (seconds, 30-3600) makes the phone alert again that '
     "often until a device acknowledges it, the sender cancels it, or expire (seconds, 60-10800, default "
     "3600) passes; the answer's receipt is polled at GET /v1/receipts/{id} and cancelled at POST "
-    "/v1/receipts/{id}/cancel."
+    "/v1/receipts/{id}/cancel. A field the send does not know is named in warnings (and ignored); "
+    "so are ntfy's headers, but for its Delay, At and In, read as delay. delay or at (10 s to 3 days "
+    "ahead) is refused with 400 delay_unsupported until scheduled delivery is offered: never sent at once."
 )
 CLEAR_ERRORS = (
     "invalid_sequence_id",

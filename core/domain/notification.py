@@ -47,6 +47,31 @@ SEQUENCE_ID_MAX_CHARS = 64
 # A sequence id: URL-safe characters (RFC 3986's unreserved set), so it fits a path segment as it is.
 SEQUENCE_ID_PATTERN = "^[A-Za-z0-9._~-]{1,64}$"
 _SEQUENCE_ID = re.compile(SEQUENCE_ID_PATTERN.strip("^$"))
+# Every field of a send: read here, by ``core.domain.urgent`` (repeat, expire) or by
+# ``core.domain.delivery_time`` (delay, at). Any other is named in the answer's warnings.
+SEND_FIELDS = frozenset(
+    [
+        "message",
+        "title",
+        "priority",
+        "tags",
+        "url",
+        "url_title",
+        "actions",
+        "icon",
+        "sequence_id",
+        "device",
+        "markdown",
+        "ttl",
+        "timestamp",
+        "repeat",
+        "expire",
+        "delay",
+        "at",
+    ]
+)
+UNKNOWN_NAMED_MAX = 10
+TIMESTAMP_MAX = 99_999_999_999
 # The documented shape of ``icon``: ``url``'s, https only.
 ICON_SCHEMA: JsonDict = {**URL_SCHEMA, "pattern": str(URL_SCHEMA["pattern"]).replace("https?", "https", 1)}
 
@@ -66,6 +91,7 @@ class Notification:
     warnings: tuple[str, ...] = field(default=(), compare=False)
     sequence_id: str | None = None  # a later send with the same one replaces this on the phone
     icon: str | None = None  # an https URL the phone may show (the web app only links it)
+    timestamp: int | None = None  # the time the notification says it was sent (Pushover's timestamp)
 
 
 def parse_notification(fields: Mapping[str, Any]) -> Notification:
@@ -89,6 +115,8 @@ def parse_notification(fields: Mapping[str, Any]) -> Notification:
     devices = parse_device_selector(fields.get("device"))
     sequence_id = parse_sequence_id(fields.get("sequence_id"))
     icon = check_url(fields.get("icon"), "invalid_icon", "icon", ("https",))
+    timestamp = _timestamp(fields.get("timestamp"))
+    warnings.extend(unknown_field_warnings(fields))
     return Notification(
         message,
         title,
@@ -103,7 +131,30 @@ def parse_notification(fields: Mapping[str, Any]) -> Notification:
         tuple(warnings),
         sequence_id,
         icon,
+        timestamp,
     )
+
+
+def unknown_field_warnings(fields: Mapping[str, Any]) -> list[str]:
+    """A warning naming the fields a send does not know (they are ignored, never silently)."""
+    unknown = [str(name)[:64] for name in fields if name not in SEND_FIELDS]
+    if not unknown:
+        return []
+    named = ", ".join(unknown[:UNKNOWN_NAMED_MAX])
+    more = f" and {len(unknown) - UNKNOWN_NAMED_MAX} more" if len(unknown) > UNKNOWN_NAMED_MAX else ""
+    return [f"ignored fields a send does not know: {named}{more}"]
+
+
+def _timestamp(value: Any) -> int | None:
+    """Unix seconds, a whole number (as text from a form), from 1 to ``TIMESTAMP_MAX``."""
+    if value is None or value == "":
+        return None
+    number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, str) and value.strip().isdecimal() and value.strip().isascii():
+        number = int(value.strip()[:12])
+    if number is None or not 0 < number <= TIMESTAMP_MAX:
+        raise InvalidFieldError("invalid_timestamp", "timestamp must be a Unix time in whole seconds.")
+    return number
 
 
 def parse_sequence_id(value: Any) -> str | None:

@@ -49,7 +49,7 @@ async def authenticated(
     device credential or sender token verified a moment ago is not read again (revoking or
     unpairing drops it at once, on every replica). ``limit_ip``: the IP's budget is checked before
     the token is looked up in the store; a credential the cache holds is not looked up, and its
-    request owes the peek instead (``core.services.limits.settle_ip_peek``): the route's handler
+    request owes the peek instead (``core.services.limits.settle_ip_peek``): its route (``Endpoint.serve``)
     settles it should the request fail before its send-class charge, which covers the IP layers."""
     ip = principal.label or "unknown"
     owe_ip_peek(ip if limit_ip else None)

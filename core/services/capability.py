@@ -1,14 +1,21 @@
 """The phone-capability gate: the account's phone, and whether its app build supports a feature.
 
-| feature          | build too old          | never reported a build     |
-|------------------|------------------------|----------------------------|
-| reminders        | 426 phone_app_outdated | allowed, with a warning    |
-| interactions     | 426                    | allowed silently           |
-| interaction_text | 426                    | allowed silently           |
-| ring             | 426                    | allowed, with a warning    |
-| documents        | 426                    | 428 phone_app_unknown      |
-| notification_clear | 426                  | allowed silently           |
-| urgent_repeat    | 426                    | allowed silently           |
+One rule for every feature: a build older than the feature's minimum is refused with 426
+``phone_app_outdated`` (nothing is sent); a phone that never reported its build is allowed, and
+the caller is warned that support is uncertain (``UNKNOWN_BUILD_WARNING``, in the answer's
+``warnings`` where it has them: reminders, ring, documents, clears). The CLI phone reports no build
+unless asked to (``--app-build``), so a refusal there would refuse the quick start;
+``docs/protocol.md`` ("One phone-capability rule") says why documents left the specification's 428.
+
+| feature            | minimum (setting)                  |
+|--------------------|------------------------------------|
+| reminders          | ``min_build_reminders``            |
+| interactions       | ``min_build_interactions``         |
+| interaction_text   | ``min_build_interaction_text``     |
+| ring               | ``min_build_ring``                 |
+| documents          | ``min_build_documents``            |
+| notification_clear | ``min_build_notification_clear``   |
+| urgent_repeat      | ``min_build_urgent_repeat``        |
 
 ``interaction_text`` gates a question with ``allow_text`` (the phone must offer a text box);
 ``notification_clear`` a clear (an older app would show the unknown payload as a new message);
@@ -39,15 +46,6 @@ class Feature(enum.Enum):
     URGENT_REPEAT = "urgent_repeat"
 
 
-# What a phone that never reported a build gets without a warning (the rest warn, or refuse).
-SILENT_WHEN_UNKNOWN = (
-    Feature.INTERACTIONS,
-    Feature.INTERACTION_TEXT,
-    Feature.NOTIFICATION_CLEAR,
-    Feature.URGENT_REPEAT,
-)
-
-
 def account_phone(tx: Tx, account_id: str) -> Device:
     """The account's phone, or 409 ``no_phone_device``."""
     phone = tx.session.exec(
@@ -64,9 +62,7 @@ def gate(tx: Tx, phone: Device, feature: Feature) -> list[str]:
     """Raise when the phone cannot do ``feature``; return the warnings the caller should see."""
     minimum: int = getattr(tx.settings, f"min_build_{feature.value}")
     if phone.app_build is None:
-        if feature is Feature.DOCUMENTS:
-            raise RelayError("phone_app_unknown")
-        return [] if feature in SILENT_WHEN_UNKNOWN else [UNKNOWN_BUILD_WARNING]
+        return [UNKNOWN_BUILD_WARNING]
     if phone.app_build < minimum:
         raise RelayError("phone_app_outdated", details={"app_build": phone.app_build, "minimum": minimum})
     return []

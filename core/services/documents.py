@@ -36,6 +36,7 @@ class DocumentCreate(BaseModel):
 class DocumentOut(Limited):
     document_id: str
     byte_length: int
+    warnings: list[str] = Field(default_factory=list, description="When the phone's support is uncertain")
 
 
 class PulledDocument(BaseModel):
@@ -56,7 +57,7 @@ def send_document(tx: Tx, principal: Principal, *, body: DocumentCreate, ip: str
     if byte_length > CONTENT_MAX_BYTES:
         raise RelayError("content_too_large", details={"bytes": byte_length, "max": CONTENT_MAX_BYTES})
     phone = account_phone(tx, principal.account_id)
-    gate(tx, phone, Feature.DOCUMENTS)
+    warnings = gate(tx, phone, Feature.DOCUMENTS)
     rate_limit, _ = charge_send_class(tx, principal, ip)
     document_id = new_prefixed_id("doc")
     plaintext = payloads.encode(
@@ -76,7 +77,9 @@ def send_document(tx: Tx, principal: Principal, *, body: DocumentCreate, ip: str
         "document", {"documentId": document_id}, high_priority=True, ttl_s=tx.settings.document_parking_s
     )
     request_push(tx, push_target(tx, phone), nudge)
-    return DocumentOut(document_id=document_id, byte_length=byte_length, rate_limit=rate_limit)
+    return DocumentOut(
+        document_id=document_id, byte_length=byte_length, rate_limit=rate_limit, warnings=warnings
+    )
 
 
 def pull_document(tx: Tx, principal: Principal, *, document_id: str) -> PulledDocument:

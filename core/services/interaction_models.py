@@ -95,7 +95,11 @@ class CallbackStatus(BaseModel):
 class InteractionOut(Limited):
     id: str
     status: Status
-    created: bool = Field(description="False when this answers a duplicate request")
+    created: bool | None = Field(
+        default=None,
+        description="On the create response only: true for a new question, false when it answers a "
+        "duplicate request (no second prompt); reads and callbacks leave it out",
+    )
     expires_at: int
     choice_index: int | None = Field(default=None, description="Index into the caller's own choices")
     answered_at: int | None = None

@@ -161,16 +161,14 @@ def get_interaction(tx: Tx, principal: Principal, *, interaction_id: str) -> Int
             callback.last_error,
             callback.last_status,
         )
-    return interaction_out(row, tx.now(), created=False, callback=status)
+    return interaction_out(row, tx.now(), callback=status)
 
 
 def take_interaction_text(tx: Tx, principal: Principal, *, interaction_id: str) -> InteractionOut:
     """The interaction's state with its typed reply, which this read takes: no later read has it."""
     row = _owned(tx, principal, interaction_id)
     text = take_text(tx, row)
-    return interaction_out(
-        row, tx.now(), created=False, text=text, callback=callbacks.status_of(tx, interaction_id)
-    )
+    return interaction_out(row, tx.now(), text=text, callback=callbacks.status_of(tx, interaction_id))
 
 
 async def poll_interaction(
@@ -237,7 +235,7 @@ def answer_interaction(tx: Tx, principal: Principal, *, interaction_id: str, bod
         expires_at=state.expires_at,
     )
     tx.emit(Published(answered_topic(interaction_id), "answered"))
-    return interaction_out(state, now, created=False)
+    return interaction_out(state, now)
 
 
 def _owned(tx: Tx, principal: Principal, interaction_id: str) -> Interaction:
@@ -262,11 +260,12 @@ def interaction_out(
     row: InteractionState,
     now: int,
     *,
-    created: bool,
+    created: bool | None = None,
     text: str | None = None,
     callback: CallbackStatus | None = None,
 ) -> InteractionOut:
-    """The interaction as the caller sees it: ``text`` is a typed reply this read took."""
+    """The interaction as the caller sees it: ``text`` is a typed reply this read took; ``created``
+    only on the answer to a create (a read is not one)."""
     status: Status = "pending"
     if row.answered_at is not None:
         status = "answered"

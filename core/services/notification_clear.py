@@ -30,7 +30,9 @@ from core.services.send import DeliveredTo, delivered_to, field_error, resolve_t
 class ClearOut(Limited):
     sequence_id: str = Field(description="The sequence cleared (a send's sequence_id, else its id)")
     delivered_to: list[DeliveredTo] = Field(description="The devices told to take it away")
-    warnings: list[str] = Field(description="Device names that matched nothing, as a send says them")
+    warnings: list[str] = Field(
+        description="Device names that matched nothing, as a send says them; a phone of uncertain support"
+    )
 
 
 @group_commit
@@ -47,7 +49,7 @@ def clear_notification(
         selectors = parse_device_selector(device)
     devices, warnings = resolve_targets(tx, principal.account_id, selectors)
     if any(d.surface_kind == "phone" for d in devices):
-        gate(tx, account_phone(tx, principal.account_id), Feature.NOTIFICATION_CLEAR)
+        warnings += gate(tx, account_phone(tx, principal.account_id), Feature.NOTIFICATION_CLEAR)
     rate_limit, monthly = charge_send_class(tx, principal, ip)
     payload = payloads.notification_clear(sender=principal.sender_id, sequence_id=checked, at=tx.now())
     addressees = [

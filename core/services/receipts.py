@@ -33,7 +33,7 @@ from core.runtime.core import Core
 from core.runtime.events import Published
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
-from core.services import wake_ups
+from core.services import receipt_callbacks, wake_ups
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import Addressee, send_server_messages
 from core.services.devices import own_device
@@ -102,9 +102,11 @@ def keep(
     msg_id: str,
     device_ids: list[str],
     payload: dict[str, Any],
+    callback_url: str | None = None,
 ) -> None:
     """Write the receipt of a send that went to ``device_ids``, and keep a repeating wake-up of
-    its notification ``payload`` for each browser phone among them."""
+    its notification ``payload`` for each browser phone among them; with ``callback_url`` (checked
+    already), its acknowledgement callback (``core.services.receipt_callbacks``)."""
     now = tx.now()
     tx.session.add(
         Receipt(
@@ -118,6 +120,11 @@ def keep(
             expires_at=receipt.expires_at,
         )
     )
+    if callback_url is not None:
+        tx.session.flush()  # the receipt first: its callback row refers to it
+        receipt_callbacks.schedule(
+            tx, receipt_id=receipt.receipt_id, account_id=principal.account_id, url=callback_url
+        )
     first = now + receipt.repeat_s
     if first >= receipt.expires_at:
         return
@@ -199,6 +206,8 @@ def _settle(tx: Tx, row: Receipt, reason: str, **values: Any) -> None:
         high_priority=True,
         account_id=row.account_id,
     )
+    if reason == "acknowledged":
+        receipt_callbacks.on_acknowledged(tx, row.receipt_id)
     tx.emit(Published(receipt_topic(row.receipt_id), reason))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter
 
 from core.domain import payloads
+from core.domain.delivery_time import delivery_time
 from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
 from core.domain.secrets import new_prefixed_id
 from core.domain.urgent import UrgentReceipt, may_repeat
@@ -75,14 +76,17 @@ def _compose(
     """Everything a send does before its charge; refuses as the send does (nothing charged)."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
     note = checked_notification(fields)
+    _refuse_scheduled(fields, tx.now())
     _check_priority_cap(principal, note.priority)
     urgent = receipts.prepare(tx, principal, fields, note.priority)  # None unless it repeats
     msg_id = new_prefixed_id("msg")
     now = tx.now()
     attachment_id = new_prefixed_id("att")
     reference = attachments.reference(attachment, attachment_id) if attachment is not None else None
+    # A repeating alert keeps the true time: the phone counts its repeats from it.
+    sent_at = note.timestamp if note.timestamp is not None and urgent is None else now
     payload = payloads.notification(
-        note, msg_id=msg_id, sent_at=now, sender=principal.sender_id, attachment=reference, urgent=urgent
+        note, msg_id=msg_id, sent_at=sent_at, sender=principal.sender_id, attachment=reference, urgent=urgent
     )
     encoded = payloads.encode(payload)  # once: every device gets the same plaintext, sealed to it
     size = len(encoded)
@@ -95,7 +99,12 @@ def _compose(
 
 
 def _dispatch(
-    tx: Tx, principal: Principal, ip: str, attachment: SealedAttachment | None, send: _Composed
+    tx: Tx,
+    principal: Principal,
+    ip: str,
+    attachment: SealedAttachment | None,
+    send: _Composed,
+    receipt_callback: str | None = None,
 ) -> SendOut:
     """The send's charge, then its envelopes queued and pushed, its receipt kept; its answer."""
     rate_limit, monthly = charge_send_class(tx, principal, ip)
@@ -118,7 +127,15 @@ def _dispatch(
     )
     if send.urgent is not None:
         ids = [device.device_id for device in devices]
-        receipts.keep(tx, principal, send.urgent, msg_id=send.msg_id, device_ids=ids, payload=send.payload)
+        receipts.keep(
+            tx,
+            principal,
+            send.urgent,
+            msg_id=send.msg_id,
+            device_ids=ids,
+            payload=send.payload,
+            callback_url=receipt_callback,
+        )
     return SendOut(
         id=send.msg_id,
         sequence_id=note.sequence_id or send.msg_id,
@@ -137,6 +154,7 @@ def _plan_send(
     fields: Mapping[str, Any],
     ip: str,
     attachment: SealedAttachment | None = None,
+    receipt_callback: str | None = None,
 ) -> Planned | None:
     """A send taken as far as its charge, to be charged with the group's other sends
     (``core.runtime.ahead``); ``None`` for one whose part before it reads what another send of the
@@ -157,11 +175,14 @@ def send_notification(
     fields: Mapping[str, Any],
     ip: str,
     attachment: SealedAttachment | None = None,
+    receipt_callback: str | None = None,
 ) -> SendOut:
     """Validate, cap, size-check, charge the limits, then encrypt per device and dispatch. An
     ``attachment`` (sealed by the caller, off the event loop) is parked as one ciphertext for as
-    long as the notification lives; each device's envelope carries its key."""
-    return _dispatch(tx, principal, ip, attachment, _compose(tx, principal, fields, attachment))
+    long as the notification lives; each device's envelope carries its key. ``receipt_callback``
+    (a URL checked by the caller): an urgent send that repeats calls it back once acknowledged."""
+    send = _compose(tx, principal, fields, attachment)
+    return _dispatch(tx, principal, ip, attachment, send, receipt_callback)
 
 
 # The answer's devices built by pydantic's validator from plain dicts, in Rust: a third cheaper a
@@ -193,6 +214,15 @@ def field_error() -> Iterator[None]:
 
 def field_relay_error(error: InvalidFieldError) -> RelayError:
     return RelayError(error.code, error.message, details=error.details)
+
+
+def _refuse_scheduled(fields: Mapping[str, Any], now: int) -> None:
+    """A send that asks to be delivered later (``delay``, ``at``): its time is read (400
+    ``invalid_delay``), then refused, as scheduled delivery is not offered yet: never sent at once."""
+    with field_error():
+        deliver_at = delivery_time(fields, now)
+    if deliver_at is not None:
+        raise RelayError("delay_unsupported", details={"deliver_at": deliver_at})
 
 
 def _check_priority_cap(principal: Principal, priority: str) -> None:

@@ -23,6 +23,7 @@ from core.store.signup_tables import ServerClaim as ServerClaim
 from core.store.waited_tables import Interaction as Interaction
 from core.store.waited_tables import InteractionCallback as InteractionCallback
 from core.store.waited_tables import Receipt as Receipt
+from core.store.waited_tables import ReceiptCallback as ReceiptCallback
 
 
 class Account(SQLModel, table=True):

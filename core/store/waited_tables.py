@@ -1,5 +1,6 @@
 """The tables of what a caller waits on: questions put to the phone (``Interaction``), their answer
-callbacks (``InteractionCallback``) and urgent notifications' receipts (``Receipt``). Part of
+callbacks (``InteractionCallback``), urgent notifications' receipts (``Receipt``) and their
+acknowledgement callbacks (``ReceiptCallback``). Part of
 ``core.store.tables``, which re-exports them (the rules there hold here: no caller plaintext).
 """
 
@@ -73,3 +74,25 @@ class Receipt(SQLModel, table=True):
     acknowledged_at: int | None = None
     acknowledged_by: str | None = Field(default=None, max_length=36)  # a device id
     cancelled_at: int | None = None
+
+
+class ReceiptCallback(SQLModel, table=True):
+    """An urgent notification's acknowledgement callback (Pushover's ``callback``,
+    ``core.services.receipt_callbacks``): the caller's https URL, due (``due_at``) once a device
+    acknowledges; claimed, retried and given up as a question's callback is. The body is built
+    from the receipt at each attempt."""
+
+    __tablename__ = "receipt_callbacks"
+
+    receipt_id: str = Field(
+        primary_key=True, foreign_key="receipts.receipt_id", ondelete="CASCADE", max_length=40
+    )
+    account_id: str = Field(max_length=36)
+    url: str = Field(max_length=2048)
+    due_at: int | None = Field(default=None, index=True)
+    claim: str | None = Field(default=None, max_length=40)
+    attempts: int = 0
+    last_status: int | None = None
+    last_error: str | None = Field(default=None, max_length=32)
+    delivered_at: int | None = None
+    failed_at: int | None = None

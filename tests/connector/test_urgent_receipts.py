@@ -56,7 +56,9 @@ async def test_the_phone_acknowledges_while_check_receipt_waits(
         tasks.start_soon(acknowledge_soon)
         with anyio.fail_after(20):
             waited = await structured(assistant, "check_receipt", {"receipt": receipt, "wait_seconds": 15})
-    assert (waited["status"], waited["acknowledged_by"]) == ("acknowledged", "Pixel")
+    # As REST's GET /v1/receipts/{id} gives it: the device's id and name.
+    by = {"device_id": phone.device_id, "name": "Pixel"}
+    assert (waited["status"], waited["acknowledged_by"]) == ("acknowledged", by)
     assert waited["acknowledged_at"] is not None
 
 

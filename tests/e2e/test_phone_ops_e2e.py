@@ -20,13 +20,11 @@ from tests.e2e.conftest import TRACEBACK, BackgroundCli, Cli, CliResult, Relaybo
 
 pytestmark = pytest.mark.e2e
 
-# Reminders may be set 2 s ahead here instead of 60 s; documents are switched on (still refused to
-# sender tokens, which cannot hold files:send).
+# Reminders may be set 2 s ahead here instead of 60 s.
 # A ring lasts RING_S (60 s by default), which is also how long it waits for an offline phone.
 RING_S = 4
 SERVER_ENV = {
     "RELAYBOX_REMINDER_MIN_LEAD_S": "2",
-    "RELAYBOX_DOCUMENTS_ENABLED": "true",
     "RELAYBOX_RING_DURATION_S": str(RING_S),
 }
 LINE_TIMEOUT_S = 15.0
@@ -292,8 +290,8 @@ def test_a_ring_waits_for_an_offline_phone_only_as_long_as_it_would_ring(cli: Cl
 
 
 def test_sender_tokens_cannot_send_documents(phone: Phone) -> None:
-    # The happy path needs files:send, which only a connector grant holds; it is covered in process
-    # (tests/core/api/test_ring_and_documents.py) and the phone's side in tests/client/test_phone_ops.py.
+    # Sending needs files:send, which only a connector grant holds (MCP send_file, covered in process
+    # in tests/core/api/test_ring_and_documents.py; the phone's side in tests/client/test_phone_ops.py):
+    # the public POST is the specification's plain 404.
     response = phone.post("/v1/documents", {"filename": "notes.md", "content": "hello"})
-    assert response.status_code == 403
-    assert response.json()["error"]["code"] == "insufficient_scope"
+    assert (response.status_code, response.content) == (404, b"")

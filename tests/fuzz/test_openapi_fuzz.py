@@ -59,9 +59,8 @@ LIMITS_RAISED: dict[str, Any] = dict.fromkeys(
     ),
     UNLIMITED,
 )
-# Every optional route on, so the document lists every operation the server can serve. The stream's
-# keep-alive comes every 50 ms so that reading /v1/sync stops promptly at its request timeout.
-SERVER: dict[str, Any] = {"documents_enabled": True, "stream_keepalive_s": 0.05}
+# The stream's keep-alive comes every 50 ms so that reading /v1/sync stops promptly at its request timeout.
+SERVER: dict[str, Any] = {"stream_keepalive_s": 0.05}
 OPERATIONS = {endpoint.operation_id: endpoint for endpoint in endpoints(explicit_settings(**SERVER))}
 REQUEST_TIMEOUT_S = 10.0
 STREAM_READ_S = 0.2  # /v1/sync never ends: schemathesis keeps what arrives in this long
@@ -244,6 +243,13 @@ SEMANTIC_REFUSALS = {
     "transfer_too_large": "the server's configured size limit",
     "invalid_registration": "a challenge nonce only the server and the phone know",
     "message_too_long": "a limit in UTF-8 bytes; the schema counts characters",
+    "invalid_delay": "a time 10 s to 3 days ahead of the server's clock, and delay or at, not both",
+    "delay_unsupported": "scheduled delivery is not offered yet: every good delivery time is refused",
+    "post_message:invalid_repeat": "priority 2 needs retry, a rule between fields",
+    "post_message:invalid_sound": "sound none (silent) cannot go with priority 1 or 2",
+    "post_message:invalid_body": "html and monospace cannot both be set",
+    "post_message:invalid_callback_url": "a URL's whole grammar (a host, no userinfo or fragment)",
+    "post_message:callback_url_not_allowed": "a private or loopback host, unless allowed",
     "title_too_long": "a limit in UTF-8 bytes; the schema counts characters",
 }
 REFUSING_STATUSES = (400, 413, 415, 422)

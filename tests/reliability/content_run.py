@@ -34,8 +34,8 @@ from tests.oauth.flow import refresh
 CODE_LINE = re.compile(r"^pairing code: ([0-9]{6})$")
 HTTP_TIMEOUT_S = 30.0
 DELIVERY_TIMEOUT_S = 40.0
-# What the server is started with for a content run: 2 s reminders, the documents route on.
-SERVER_ENV = {"RELAYBOX_REMINDER_MIN_LEAD_S": "2", "RELAYBOX_DOCUMENTS_ENABLED": "true"}
+# What the server is started with for a content run: 2 s reminders.
+SERVER_ENV = {"RELAYBOX_REMINDER_MIN_LEAD_S": "2"}
 
 
 @dataclass
@@ -136,6 +136,24 @@ def pushover_shim(c: Caller) -> None:
     assert expect(response, 200)["status"] == 1
 
 
+def ntfy_publish(c: Caller) -> None:
+    """ntfy's publish (headers, a query, a topic and a sequence in the path) and its JSON publish;
+    the paths are caller's words a text access log must not show."""
+    m = c.markers
+    topic, sequence = m.new("ntfy.topic"), m.new("ntfy.sequence_id")  # the topic is the title here
+    headers = {"X-Tags": m.new("ntfy.tags"), "Click": f"https://example.com/{m.new('ntfy.click')}"}
+    expect(c.http.put(f"/{topic}/{sequence}", content=m.new("ntfy.message").encode(), headers=headers), 200)
+    expect(c.http.get(f"/{m.new('ntfy.webhook_topic')}/publish", params={"m": m.new("ntfy.query")}), 200)
+    body = {"topic": "door", "title": m.new("ntfy.json_title"), "message": m.new("ntfy.json_message")}
+    expect(c.http.post("/", json=body), 200)
+
+
+def gotify_message(c: Caller) -> None:
+    m = c.markers
+    body = {"title": m.new("gotify.title"), "message": m.new("gotify.message"), "priority": 5}
+    expect(c.http.post("/message", json=body), 200)
+
+
 def reminders(c: Caller) -> None:
     m = c.markers
     expect(
@@ -185,7 +203,7 @@ def documents_refused_to_a_sender_token(c: Caller) -> None:
         "filename": m.new("documents.filename", reaches_a_device=False) + ".txt",
         "content": m.new("documents.content", reaches_a_device=False),
     }
-    expect(c.http.post("/v1/documents", json=body), 403)
+    expect(c.http.post("/v1/documents", json=body), 404)  # the specification's plain 404
 
 
 def relayed_envelopes(c: Caller) -> None:
@@ -210,11 +228,13 @@ REST_DOORS: list[tuple[Door, tuple[str, ...]]] = [
     (send_path_token, ("POST /v1/send/{token}",)),
     (clear_notification, ("DELETE /v1/notifications/{sequence_id}",)),
     (pushover_shim, ("POST /v1/messages.json",)),
+    (ntfy_publish, ()),  # other services' APIs, served outside /openapi.json
+    (gotify_message, ()),
     (reminders, ("POST /v1/reminders", "DELETE /v1/reminders/{reminder_id}")),
     (interactions, ("POST /v1/interactions",)),
     (urgent_receipt, ("POST /v1/receipts/{receipt_id}/cancel",)),
     (ring, ("POST /v1/devices/{device_id}/ring",)),
-    (documents_refused_to_a_sender_token, ("POST /v1/documents",)),
+    (documents_refused_to_a_sender_token, ()),  # not a documented route: a plain 404 to every caller
     (relayed_envelopes, ("POST /v1/envelopes",)),
     (
         file_transfer,
@@ -240,6 +260,7 @@ WITHOUT_CONTENT: dict[str, str] = {
     "POST /v1/users/validate.json": "a sender token and a Pushover user key",
     "POST /v1/interactions/{interaction_id}/answer": "a choice index",
     "POST /v1/receipts/{receipt_id}/acknowledge": "nothing but the receipt's id",
+    "POST /v1/receipts/{receipt_id}/cancel.json": "a sender token and the receipt's id",
 }
 
 # -- MCP tools -------------------------------------------------------------------------------------

@@ -152,7 +152,7 @@ def test_the_scan_reads_what_the_server_stores_and_logs(finished: Finished) -> N
 def test_every_operation_and_tool_is_a_door_or_carries_no_content(tmp_path: Path) -> None:
     """A route or tool added later (file transfer, say) fails here until the privacy run sends
     markers through it (``REST_DOORS``, ``TOOL_DOORS``) or it is listed as taking no content."""
-    core = build_core(explicit_settings(data_dir=tmp_path, documents_enabled=True))
+    core = build_core(explicit_settings(data_dir=tmp_path))
     with TestClient(create_app(core=core)) as client:
         document = client.get("/openapi.json").json()
     core.engine.dispose()

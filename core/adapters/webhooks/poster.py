@@ -34,8 +34,9 @@ class WebhookPoster:
         self.outbound = outbound
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> Outcome:
-        """POST ``body`` to ``url`` with ``headers``; the outcome, within the client's time."""
-        sent = {**headers, "Content-Type": "application/json"}
+        """POST ``body`` to ``url`` with ``headers`` (JSON unless they name another Content-Type);
+        the outcome, within the client's time."""
+        sent = {"Content-Type": "application/json", **headers}
         try:
             answer = await self.outbound.request("POST", url, headers=sent, content=body)
         except OutboundError as refused:

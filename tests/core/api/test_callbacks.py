@@ -125,7 +125,6 @@ def test_an_answer_is_posted_signed_to_the_callback_url(
     assert event["data"] == {
         "id": asked["id"],
         "status": "answered",
-        "created": False,
         "expires_at": asked["expires_at"],
         "choice_index": 1,
         "answered_at": event["data"]["answered_at"],

@@ -13,7 +13,8 @@ from core.clock import ManualClock
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
-from core.services.interactions import Answer, answer_interaction
+from core.services.interaction_models import InteractionCreate
+from core.services.interactions import Answer, answer_interaction, create_interaction, get_interaction
 from tests.helpers import (
     FakeDevice,
     create_token,
@@ -332,3 +333,32 @@ def test_the_question_and_choices_are_never_stored(client: TestClient, core: Cor
     ask(client, headers, question="QUESTION-MARKER-aa1", choices=["CHOICE-MARKER-bb2", "other"])
     assert tables_containing(core.engine, "QUESTION-MARKER") == []
     assert tables_containing(core.engine, "CHOICE-MARKER") == []
+
+
+def test_created_is_said_on_the_create_answer_only(client: TestClient) -> None:
+    """A read is not a create: GET leaves ``created`` out instead of saying false of a question
+    that was created."""
+    _, headers = setup(client)
+    asked = ask(client, headers).json()
+    read = client.get(f"/v1/interactions/{asked['id']}", headers=headers).json()
+    assert asked["created"] is True and "created" not in read
+
+
+def test_a_question_is_read_by_the_credential_that_asked_it_only(client: TestClient, core: Core) -> None:
+    """A sender token of the account may not read a question an assistant asked (nor the other
+    way): the first read takes a typed reply, which is the asker's alone (docs/protocol.md)."""
+    phone, headers = setup(client)
+    assistant = Principal.connector_grant(
+        account_id=phone.account_id,
+        client_id="assistant",
+        grant_id="grant_assistant",
+        scopes=frozenset({"approvals:write"}),
+    )
+    asked = core.run_sync(
+        create_interaction, assistant, body=InteractionCreate(question="Merge the release?"), ip="127.0.0.1"
+    )
+    assert client.get(f"/v1/interactions/{asked.id}", headers=headers).status_code == 404
+    own = ask(client, headers).json()
+    with pytest.raises(RelayError) as raised:
+        core.run_sync(get_interaction, assistant, interaction_id=own["id"])
+    assert raised.value.code == "not_found"

@@ -16,6 +16,7 @@ from app.assembly import create_app
 from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.runtime.core import Core
+from core.services.capability import UNKNOWN_BUILD_WARNING
 from core.settings import Settings
 from tests.core.api.test_notification_content import send
 from tests.core.test_push_delivery import eventually
@@ -57,7 +58,7 @@ def test_a_clear_reaches_every_device_sealed_in_its_documented_shape(
             {"device_id": phone.device_id, "type": "phone"},
             {"device_id": computer.device_id, "type": "cli"},
         ],
-        "warnings": [],
+        "warnings": [UNKNOWN_BUILD_WARNING],  # the fixture's phone never reported its app build
     }
     [sent] = queued_payloads(core, phone, "notification")
     for device in (phone, computer):

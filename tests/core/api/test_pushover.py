@@ -24,7 +24,7 @@ def test_an_urlencoded_pushover_message_succeeds_with_status_1(client: TestClien
         "token": token,
         "user": "uQiRzpo4DXghDmr9QzzfQu27cmVRsG",
         "message": "backup done",
-        "sound": "magic",
+        "sound": "pushover",
         "timestamp": "1700000000",
         "html": "1",
     }
@@ -56,10 +56,14 @@ def test_pushover_priorities_map_to_ours(client: TestClient, token: str, priorit
     assert (response.json()["status"] == 1) is ok
 
 
-def test_emergency_priority_is_refused(client: TestClient, token: str) -> None:
+def test_emergency_priority_needs_retry_and_expire_and_the_tokens_cap(client: TestClient, token: str) -> None:
     response = client.post("/v1/messages.json", data={"token": token, "message": "m", "priority": "2"})
     assert response.status_code == 400
-    assert response.json()["status"] == 0 and response.json()["errors"] == ["priority_emergency_unsupported"]
+    assert response.json()["status"] == 0 and response.json()["errors"] == ["invalid_repeat"]
+    no_expire = {"token": token, "message": "m", "priority": "2", "retry": "30"}
+    assert client.post("/v1/messages.json", data=no_expire).json()["errors"] == ["invalid_expire"]
+    capped = client.post("/v1/messages.json", data={**no_expire, "expire": "60"})  # this token's cap: high
+    assert capped.status_code == 403 and capped.json()["errors"] == ["priority_capped"]
 
 
 def test_failures_have_the_status_send_would_give(client: TestClient) -> None:
@@ -163,7 +167,7 @@ def test_a_json_priority_written_with_a_fraction_is_that_priority(client: TestCl
     response = client.post("/v1/messages.json", json={"token": token, "message": "p", "priority": 1.0})
     assert response.json()["status"] == 1
     emergency = client.post("/v1/messages.json", json={"token": token, "message": "p", "priority": 2.0})
-    assert emergency.json()["errors"] == ["priority_emergency_unsupported"]
+    assert emergency.json()["errors"] == ["invalid_repeat"]  # read as 2, which needs retry and expire
 
 
 def test_the_device_field_targets_like_send(client: TestClient, token: str) -> None:

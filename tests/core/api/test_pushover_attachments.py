@@ -108,6 +108,30 @@ def test_base64_with_its_type_is_read_too(
     assert data == IMAGE
 
 
+@pytest.mark.parametrize(
+    ("fields", "files", "name"),
+    [
+        ({"attachment_base64": base64.b64encode(IMAGE).decode()}, {}, "attachment.png"),
+        ({}, {"attachment": ("camera.png", IMAGE)}, "camera.png"),  # a part without a type, as Apprise sends
+        ({}, {"attachment": ("camera", IMAGE, "application/octet-stream")}, "camera"),
+    ],
+    ids=["base64 without a type", "part without a type", "octet-stream"],
+)
+def test_a_file_without_its_type_keeps_its_name_and_gets_its_sniffed_type(
+    client: TestClient,
+    core: Core,
+    account: tuple[FakeDevice, FakeDevice, str],
+    fields: dict[str, str],
+    files: dict[str, Any],
+    name: str,
+) -> None:
+    phone, _, token = account
+    data = {"token": token, "message": "m", "device": "Pixel", **fields}
+    assert client.post("/v1/messages.json", data=data, files=files or None).json()["status"] == 1
+    attachment = queued_payloads(core, phone)[-1]["attachment"]
+    assert (attachment["name"], attachment["type"]) == (name, "image/png")
+
+
 def test_only_the_accounts_devices_can_pull_it(
     client: TestClient, core: Core, account: tuple[FakeDevice, FakeDevice, str]
 ) -> None:
@@ -131,7 +155,12 @@ def test_only_the_accounts_devices_can_pull_it(
         ({}, {"attachment": ("empty.png", b"", "image/png")}, 400, "invalid_attachment"),
         ({"attachment_base64": "not base64!"}, {}, 400, "invalid_attachment"),
         ({"attachment_base64": "§4", "attachment_type": "image/png"}, {}, 400, "invalid_attachment"),
-        ({"attachment_base64": base64.b64encode(b"x").decode()}, {}, 400, "invalid_attachment"),
+        (
+            {"attachment_base64": base64.b64encode(b"x").decode(), "attachment_type": "not a type"},
+            {},
+            400,
+            "invalid_attachment",
+        ),
     ],
 )
 def test_a_bad_attachment_is_status_0_and_nothing_is_sent(

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 
 import pytest
 from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
-from app.assembly import create_app
-from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.domain.envelope import open_envelope
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
+from core.services.capability import UNKNOWN_BUILD_WARNING
 from core.services.documents import DocumentCreate, send_document
-from core.settings import Settings
 from core.store.tables import ParkedDocument
 from tests.helpers import create_token, error_code, pair_computer, register_phone
 
@@ -83,27 +80,13 @@ def test_documents_are_a_plain_404_while_disabled(client: TestClient) -> None:
 
 
 @pytest.fixture
-def documents_core(settings: Settings, clock: ManualClock) -> Iterator[Core]:
-    core = build_core(settings.model_copy(update={"documents_enabled": True}), clock=clock)
-    yield core
-    core.engine.dispose()
+def documents_core(core: Core) -> Core:
+    return core
 
 
 @pytest.fixture
-def documents_client(documents_core: Core) -> Iterator[TestClient]:
-    with TestClient(create_app(core=documents_core)) as client:
-        yield client
-
-
-def test_a_sender_token_is_refused_files_send_even_when_enabled(documents_client: TestClient) -> None:
-    phone = register_phone(documents_client, app_build=1)
-    headers = {
-        "Authorization": f"Bearer {create_token(documents_client, phone, scope='phone:control')['token']}"
-    }
-    response = documents_client.post(
-        "/v1/documents", json={"filename": "a.txt", "content": "x"}, headers=headers
-    )
-    assert response.status_code == 403 and error_code(response) == "insufficient_scope"
+def documents_client(client: TestClient) -> TestClient:
+    return client
 
 
 def connector(account_id: str) -> Principal:
@@ -189,18 +172,18 @@ def test_document_rules(
     assert raised.value.code == code
 
 
-def test_a_phone_that_never_reported_a_build_gets_428(
+def test_a_phone_that_never_reported_a_build_is_sent_it_with_a_warning(
     documents_core: Core, documents_client: TestClient
 ) -> None:
+    """One capability rule for every feature (core/services/capability.py), as reminders and ring."""
     phone = register_phone(documents_client)
-    with pytest.raises(RelayError) as raised:
-        documents_core.run_sync(
-            send_document,
-            connector(phone.account_id),
-            body=DocumentCreate(filename="a.txt", content="x"),
-            ip="127.0.0.1",
-        )
-    assert (raised.value.code, raised.value.status) == ("phone_app_unknown", 428)
+    out = documents_core.run_sync(
+        send_document,
+        connector(phone.account_id),
+        body=DocumentCreate(filename="a.txt", content="x"),
+        ip="127.0.0.1",
+    )
+    assert out.document_id.startswith("doc_") and out.warnings == [UNKNOWN_BUILD_WARNING]
 
 
 def test_only_the_phone_pulls(documents_core: Core, documents_client: TestClient) -> None:

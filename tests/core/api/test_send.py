@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -291,3 +292,84 @@ def test_curl_dash_d_with_bare_text_is_taken_as_the_message(
     )
     assert response.status_code == 200
     assert queued_payloads(core, computer)[-1]["message"] == "disk almost full"
+
+
+def test_fields_a_send_does_not_know_are_named_in_warnings(
+    client: TestClient, core: Core, account: tuple[FakeDevice, FakeDevice, str]
+) -> None:
+    phone, _, token = account
+    body = {"message": "m", "attach": "https://x.example/a.png", "colour": "red"}
+    response = client.post("/v1/send", json=body, headers=bearer(token))
+    assert response.status_code == 200
+    assert response.json()["warnings"] == ["ignored fields a send does not know: attach, colour"]
+    assert queued_payloads(core, phone)[0]["message"] == "m"
+
+
+def test_ntfy_headers_on_a_send_are_named_in_warnings_not_read(
+    client: TestClient, core: Core, account: tuple[FakeDevice, FakeDevice, str]
+) -> None:
+    phone, _, token = account
+    headers = {**bearer(token), "Title": "from a header", "X-Tags": "warning", "Priority": "u=3, i"}
+    response = client.post("/v1/send", content=b"body text", headers=headers)
+    assert response.status_code == 200
+    assert response.json()["warnings"] == [
+        "ignored ntfy headers (a send reads its body; ntfy's are read at /{topic}): Title, X-Tags"
+    ]
+    assert "title" not in queued_payloads(core, phone)[0]
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        ({"message": "m", "delay": "10m"}, {}),
+        ({"message": "m", "delay": 600}, {}),
+        ({"message": "m", "at": "2027-01-15T08:10:00Z"}, {}),
+        ({"message": "m"}, {"X-Delay": "10m"}),
+        ({"message": "m"}, {"In": "600"}),
+    ],
+    ids=["delay duration", "delay seconds", "at ISO time", "ntfy X-Delay header", "ntfy In header"],
+)
+def test_a_send_asked_for_later_is_refused_never_delivered_at_once(
+    client: TestClient, core: Core, account: tuple[FakeDevice, FakeDevice, str], body: Any, headers: Any
+) -> None:
+    phone, _, token = account
+    now = int(core.clock.now())
+    if "at" in body:  # ten minutes from the test clock's now
+        body = {**body, "at": datetime.fromtimestamp(now + 600, UTC).isoformat()}
+    response = client.post("/v1/send", json=body, headers={**bearer(token), **headers})
+    assert response.status_code == 400 and error_code(response) == "delay_unsupported"
+    assert response.json()["error"]["details"] == {"deliver_at": now + 600}
+    assert queued_payloads(core, phone) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"message": "m", "delay": "tomorrow, 10am"},
+        {"message": "m", "delay": "5s"},
+        {"message": "m", "delay": "4d"},
+        {"message": "m", "at": "2027-01-15T08:10:00"},
+        {"message": "m", "delay": "10m", "at": "2000000000"},
+        {"message": "m", "delay": True},
+    ],
+    ids=["natural language", "too soon", "too far", "no zone", "both", "not a time"],
+)
+def test_a_delivery_time_that_cannot_be_read_is_invalid_delay(
+    client: TestClient, account: tuple[FakeDevice, FakeDevice, str], body: Any
+) -> None:
+    _, _, token = account
+    response = client.post("/v1/send", json=body, headers=bearer(token))
+    assert response.status_code == 400 and error_code(response) == "invalid_delay"
+
+
+def test_timestamp_is_the_time_the_notification_says_it_was_sent(
+    client: TestClient, core: Core, account: tuple[FakeDevice, FakeDevice, str]
+) -> None:
+    phone, _, token = account
+    response = client.post(
+        "/v1/send", data={"message": "m", "timestamp": "1700000000"}, headers=bearer(token)
+    )
+    assert response.status_code == 200 and response.json()["warnings"] == []
+    assert queued_payloads(core, phone)[0]["sent_at"] == 1700000000
+    refused = client.post("/v1/send", json={"message": "m", "timestamp": -5}, headers=bearer(token))
+    assert refused.status_code == 400 and error_code(refused) == "invalid_timestamp"

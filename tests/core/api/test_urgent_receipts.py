@@ -243,15 +243,12 @@ def test_an_old_phone_app_and_too_many_repeating_are_refused(
     assert refused.json()["error"]["details"] == {"app_build": 3, "minimum": 4}
 
 
-def test_the_pushover_shim_still_refuses_emergency_priority(
+def test_the_pushover_shim_maps_emergency_priority_onto_a_receipt(
     http: httpx.Client, caller: dict[str, str]
 ) -> None:
     token = caller["Authorization"].removeprefix("Bearer ")
     form = {"token": token, "user": "u" * 30, "message": "m", "retry": "60", "expire": "600"}
     emergency = http.post("/v1/messages.json", data=form | {"priority": "2"})
-    assert emergency.status_code == 400
-    assert emergency.json()["status"] == 0 and emergency.json()["errors"] == [
-        "priority_emergency_unsupported"
-    ]
+    assert emergency.status_code == 200 and emergency.json()["receipt"].startswith("rcp_")
     high = http.post("/v1/messages.json", data=form | {"priority": "1"})  # retry/expire ignored, as Pushover
-    assert high.status_code == 200 and high.json()["status"] == 1
+    assert high.status_code == 200 and high.json()["status"] == 1 and "receipt" not in high.json()
