@@ -18,11 +18,11 @@ from sqlmodel import col
 from core.adapters.push.base import PushMessage, PushTarget
 from core.domain import payloads
 from core.domain.canonical import canonical_json
+from core.queue import QUEUE_LIFETIME_S as QUEUE_LIFETIME_S  # the relay and reminders
+from core.queue import enqueue as enqueue  # import these two from here
+from core.queue import enqueue_all
 from core.runtime.events import PushRequested
 from core.runtime.tx import Tx
-from core.services.queue import QUEUE_LIFETIME_S as QUEUE_LIFETIME_S  # the relay and reminders
-from core.services.queue import enqueue as enqueue  # import these two from here
-from core.services.queue import enqueue_all
 from core.store.tables import PushRegistration
 
 SERVER_SENDER = "server"
@@ -144,17 +144,14 @@ def send_server_messages(
     tag: str | None = None,
     awaited: bool = False,
     encoded: bytes | None = None,
-    account_id: str | None = None,
 ) -> list[Delivery]:
     """Encrypt a server-composed payload once to each device (distinct devices), put the envelopes
     on their queues in one write (for up to ``ttl_s``, at most ``max_lifetime_s``; ``tag`` pins
-    them, see ``core.services.queue``) and, for a device with a push service, push it too — inline
+    them, see ``core.queue``) and, for a device with a push service, push it too — inline
     as ``push_type`` when it fits the 4 KB limit, else (or when ``push_type`` is None) as a
     ``notify`` wake-up after which the device fetches its queue. A device without one is woken on
     its open stream by the queue event. ``awaited``: see ``Delivery``. ``encoded``: the payload
-    encoded, when the caller has it already. ``account_id``: the addressees' account (they are
-    all of one), when the caller has it: their entries may then share a row (``enqueue_all``). One
-    ``Delivery`` per addressee, in their order."""
+    encoded, when the caller has it already. One ``Delivery`` per addressee, in their order."""
     plaintext = payloads.encode(payload) if encoded is None else encoded
     # a2b_base64: what base64.b64decode does with text, without its two Python calls a device
     public_keys = [a2b_base64(addressee.device.public_key) for addressee in addressees]
@@ -170,7 +167,6 @@ def send_server_messages(
         ttl_s=ttl_s,
         max_lifetime_s=max_lifetime_s,
         tag=tag,
-        account_id=account_id,
     )
     can_reach = tx.push.can_reach
     deliveries: list[Delivery] = []

@@ -17,13 +17,13 @@ from core.domain import payloads
 from core.domain.notification import parse_device_selector, required_sequence_id
 from core.domain.secrets import new_prefixed_id
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
+from core.queue import NOTIFICATION_LIFETIME_S
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services.account_devices import AccountDevice
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import Addressee, send_server_messages
 from core.services.limits import Limited, charge_send_class
-from core.services.queue import NOTIFICATION_LIFETIME_S
 from core.services.send import DeliveredTo, delivered_to, field_error, resolve_targets
 
 
@@ -64,7 +64,6 @@ def clear_notification(
         ttl_s=NOTIFICATION_LIFETIME_S,
         max_lifetime_s=NOTIFICATION_LIFETIME_S,
         high_priority=False,
-        account_id=principal.account_id,
     )
     return ClearOut(
         sequence_id=checked,

@@ -10,10 +10,6 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-# What SQLite keeps beside the queue and the devices so that a send reads less (counts, versions).
-from core.store.kept_tables import AccountDeviceVersion as AccountDeviceVersion
-from core.store.kept_tables import QueueCount as QueueCount
-
 # Who may register a phone: the server's claim and its invites.
 from core.store.signup_tables import Invite as Invite
 from core.store.signup_tables import ServerClaim as ServerClaim
@@ -171,10 +167,18 @@ class QueuedEnvelope(SQLModel, table=True):
     # A keyed digest naming what a pinned entry is about (a reminder's id): pinned entries are
     # never trimmed to the newest 200, and a later entry can find the earlier one (a cancel, its set).
     tag: str | None = Field(default=None, max_length=64)
-    # SQLite: a send to several devices is one row (``core.services.queue_packed``): keyed by its
-    # account's id in ``recipient_device_id``, this JSON object names each recipient and its seq,
-    # and ``blob`` holds their blobs in that order. NULL on a device's own row (and on PostgreSQL).
-    recipients: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class QueueCount(SQLModel, table=True):
+    """SQLite only: how many unpinned entries a device's queue holds and the newest seq it was
+    handed, kept by the queue's statements (``core.queue._sqlite``). PostgreSQL leaves it empty."""
+
+    __tablename__ = "queue_counts"
+    __table_args__ = {"sqlite_with_rowid": False}  # the count beside its key: one b-tree, one seek
+
+    device_id: str = Field(primary_key=True, max_length=36)
+    unpinned: int
+    newest: int | None = Field(default=None, sa_column=Column(BigInteger().with_variant(Integer, "sqlite")))
 
 
 class ParkedDocument(SQLModel, table=True):

@@ -21,12 +21,12 @@ from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import enqueue
 from core.runtime.core import Core
 from core.runtime.group_commit import CoreStoppedError, GroupCommitter, Write
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services.auth import Accept, authenticate
-from core.services.queue import enqueue
 from core.services.relay import EnvelopeAccepted, EnvelopeCreate, read_queue, relay_envelope
 from core.services.send import SendOut, send_notification
 from core.services.tokens import TokenCreate, create_sender_token

@@ -16,11 +16,11 @@ from core.adapters.limits.memory import MemoryRateLimiter
 from core.adapters.limits.recorded import RecordingLimiter, ReplayingLimiter
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import enqueue
 from core.runtime import group_transaction
 from core.runtime.core import Core
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
-from core.services.queue import enqueue
 from core.services.relay import EnvelopeAccepted, read_queue, relay_envelope
 from core.services.send import SendOut, send_notification
 from core.store.database import session_scope

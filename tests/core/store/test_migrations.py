@@ -51,11 +51,9 @@ def _plan(engine: Engine, statement: object, parameter: dict[str, object]) -> li
 
 def test_trimming_a_queue_reads_the_recipient_index_alone(tmp_path: Path) -> None:
     """Each queue write finds what a full queue drops: its oldest own unpinned row in the recipient
-    index alone (covering: it holds the tag), without reading each candidate row for its tag, and
-    its oldest packed row in its account's rows in that index from its floor (the first there, or
-    walking on); it reads the recipient's count by its key."""
-    from core.services.queue_packed import FIRST_AT_FLOOR, OLDEST_LISTING
-    from core.services.queue_statements import BEFORE
+    index alone (covering: it holds the tag), without reading each candidate row for its tag; it
+    reads the recipient's count by its key."""
+    from core.queue._sqlite import BEFORE
 
     engine = make_engine(f"sqlite:///{tmp_path / 'plan.db'}")
     migrate.upgrade(engine)
@@ -68,11 +66,6 @@ def test_trimming_a_queue_reads_the_recipient_index_alone(tmp_path: Path) -> Non
         assert [detail for detail in plan if "queue_counts" in detail] == [
             "SEARCH queue_counts USING PRIMARY KEY (device_id=?) LEFT-JOIN"
         ], plan
-        for statement in (FIRST_AT_FLOOR.statement, OLDEST_LISTING.statement):
-            plan = _plan(engine, statement, {"account": "acct", "device": "dev_a", "floor": 7})
-            assert plan == [
-                f"SEARCH queued_envelopes USING INDEX {index} (recipient_device_id=? AND seq>?)"
-            ], plan
     finally:
         engine.dispose()
 

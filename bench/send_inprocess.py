@@ -1,0 +1,104 @@
+"""A send's CPU in-process: ``POST /v1/send`` through the app (Starlette's TestClient, no socket),
+to an account of 2 devices and one of 22, queues full (steady state), on SQLite and PostgreSQL.
+An HTTP bench on a noisy 2-core machine cannot resolve a few µs a device; this one, run
+alternately from two checkouts (``bench/ab-queue.md``), can.
+
+    .venv/bin/python bench/send_inprocess.py [--sends 400] [--rounds 3] [--no-postgres]
+
+Prints, per backend, the CPU of this process per send to 2 and to 22 devices (the median of the
+rounds, each the mean of ``--sends`` sends after 250 to fill the queues) and the cost of each
+extra device: (22-device send - 2-device send) / 20. Run from the checkout to measure, with its
+virtualenv: the script imports relaybox and the test helpers from the current directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path.cwd()))
+
+from starlette.testclient import TestClient
+
+from app.assembly import create_app
+from core.bootstrap import build_core
+from core.settings import explicit_settings
+from tests.helpers import create_token, pair_computer, register_phone
+from tests.services import fresh_postgres_database
+
+RAISED = 10**9
+LIMITS = dict.fromkeys(
+    ("limit_token_burst", "limit_token_monthly", "limit_receiver_daily", "limit_ip_minute"), RAISED
+)
+LIMITS |= {
+    "limit_ip_hour": RAISED,
+    "register_per_ip_per_minute": RAISED,
+    "pair_init_per_ip_per_minute": RAISED,
+}
+FILL = 250  # sends before measuring: every queue past its cap of 200
+
+
+def measure(database_url: str, data_dir: Path, sends: int, rounds: int) -> tuple[float, float]:
+    """CPU µs per send to 2 devices and to 22 (medians of the rounds)."""
+    settings = explicit_settings(data_dir=data_dir, database_url=database_url, **LIMITS)
+    core = build_core(settings)
+    try:
+        with TestClient(create_app(core=core)) as client:
+            tokens = []
+            for computers in (1, 21):
+                phone = register_phone(client)
+                for n in range(computers):
+                    pair_computer(client, phone, name=f"laptop {n}")
+                tokens.append({"Authorization": f"Bearer {create_token(client, phone)['token']}"})
+            for headers in tokens:
+                for _ in range(FILL):
+                    assert (
+                        client.post("/v1/send", json={"message": "x" * 120}, headers=headers).status_code
+                        == 200
+                    )
+            figures: list[list[float]] = [[], []]
+            for _ in range(rounds):
+                for index, headers in enumerate(tokens):
+                    started = time.process_time()
+                    for _ in range(sends):
+                        response = client.post("/v1/send", json={"message": "x" * 120}, headers=headers)
+                        assert response.status_code == 200, response.text
+                    figures[index].append((time.process_time() - started) / sends * 1e6)
+            return statistics.median(figures[0]), statistics.median(figures[1])
+    finally:
+        core.engine.dispose()
+
+
+@contextlib.contextmanager
+def backends(postgres: bool) -> Iterator[list[tuple[str, str]]]:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        chosen = [("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}")]
+        if postgres:
+            chosen.append(("postgres", stack.enter_context(fresh_postgres_database())))
+        yield chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sends", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    with backends(not args.no_postgres) as chosen, tempfile.TemporaryDirectory() as data:
+        for name, url in chosen:
+            two, many = measure(url, Path(data) / name, args.sends, args.rounds)
+            print(
+                f"{name}: 2 devices {two:.0f} µs/send, 22 devices {many:.0f} µs/send, a device {(many - two) / 20:.1f} µs"
+            )
+
+
+if __name__ == "__main__":
+    main()
