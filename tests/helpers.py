@@ -15,8 +15,9 @@ from starlette.testclient import TestClient
 
 from core.domain.envelope import open_envelope
 from core.domain.keys import generate_keypair
+from core.queue._packed import entry_of
 from core.runtime.core import Core
-from core.store.tables import QueuedEnvelope
+from core.store.tables import Device, QueueCount, QueuedEnvelope
 
 # Starlette's TestClient (in process) or an httpx client of a live server.
 Http = TestClient | httpx.Client
@@ -114,10 +115,25 @@ def _holds(value: object, marker: str) -> bool:
 
 
 def queued_rows(engine: Engine, device_id: str, type: str | None = None) -> list[QueuedEnvelope]:
-    """A device's queue entries as stored, oldest first; only those of ``type`` when given."""
+    """A device's queue entries as stored, oldest first; only those of ``type`` when given. An entry
+    in a packed row (SQLite, ``core.services.queue_packed``) comes as a row of its own, with its seq
+    and blob; packed entries below the device's floor (trimmed) are left out."""
     with Session(engine) as session:
         own = select_rows(QueuedEnvelope).where(col(QueuedEnvelope.recipient_device_id) == device_id)
         rows = list(session.exec(own).all())
+        device = session.get(Device, device_id)
+        count = session.get(QueueCount, device_id) if device is not None else None
+        if device is not None:
+            packed = select_rows(QueuedEnvelope).where(
+                col(QueuedEnvelope.recipient_device_id) == device.account_id,
+                col(QueuedEnvelope.seq) >= (count.floor if count is not None else 0),
+                col(QueuedEnvelope.recipients).contains(f'"{device_id}"'),
+            )
+            for row in session.exec(packed).all():
+                assert row.recipients is not None
+                seq, blob = entry_of(row.recipients, row.blob, device_id)
+                entry = row.model_copy(update={"seq": seq, "blob": blob, "recipient_device_id": device_id})
+                rows.append(entry)
     rows.sort(key=lambda row: row.seq or 0)
     return [row for row in rows if type is None or row.type == type]
 

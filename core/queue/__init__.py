@@ -44,11 +44,13 @@ def enqueue_all(
     max_lifetime_s: int = QUEUE_LIFETIME_S,
     tag: str | None = None,
     may_hold: bool = True,
+    account_id: str | None = None,
 ) -> list[int]:
     """Append one blob to each device's queue (``blobs``: by recipient device id; ``ttl_s`` up to
     ``max_lifetime_s``; ``tag`` pins the entries) and wake the recipients' streams after commit.
     The seqs, in the order of ``blobs``. ``may_hold``: see ``Queue.append`` (sends: yes; a relay,
-    which runs a statement of its own before each append: no)."""
+    which runs a statement of its own before each append: no). ``account_id``: the recipients'
+    account (they are all of one), when the caller has it: SQLite stores them in one row."""
     if not blobs:  # e.g. an urgent stop whose recipients were all removed
         return []
     appended = queue(tx).append(
@@ -60,6 +62,7 @@ def enqueue_all(
         max_lifetime_s=max_lifetime_s,
         pin=tag,
         may_hold=may_hold,
+        account_id=account_id,
     )
     queued = tuple((recipient, *appended[recipient], blob) for recipient, blob in blobs.items())
     tx.emit(EnvelopesQueued(WakeUps(sender, type), queued))  # one event, one handler after commit

@@ -53,10 +53,12 @@ class Queue(Protocol):
         max_lifetime_s: int = QUEUE_LIFETIME_S,
         pin: str | None = None,
         may_hold: bool = True,
+        account_id: str | None = None,
     ) -> Appended:
         """One entry to each device's queue (``blobs``: by device, non-empty), pinned by ``pin``,
-        each queue trimmed to the cap. ``may_hold``: a hint that the write runs no statement of its
-        own between its appends, so an implementation may batch them (a PostgreSQL group does)."""
+        each queue trimmed to the cap. Hints an implementation may use: ``may_hold``, the write
+        runs no statement of its own between its appends (a PostgreSQL group then batches them);
+        ``account_id``, the devices' one account (SQLite then stores a send as one row)."""
         ...
 
     def read(self, tx: Tx, device: str, *, after: int, limit: int, now: int) -> list[StoredEntry]:

@@ -34,6 +34,7 @@ class MemoryQueue:
         max_lifetime_s: int = QUEUE_LIFETIME_S,
         pin: str | None = None,
         may_hold: bool = True,
+        account_id: str | None = None,
     ) -> Appended:
         expiry = expires_at(tx.now(), ttl_s, max_lifetime_s)
         appended: Appended = {}

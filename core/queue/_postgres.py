@@ -35,6 +35,7 @@ class PostgresQueue(StoredQueue):
         max_lifetime_s: int = QUEUE_LIFETIME_S,
         pin: str | None = None,
         may_hold: bool = True,
+        account_id: str | None = None,
     ) -> Appended:
         recipients = list(blobs)
         _lock_recipients(tx, recipients)

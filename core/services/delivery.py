@@ -1,4 +1,4 @@
-"""How anything reaches a device: its queue (``core.services.queue``), the push transports, and
+"""How anything reaches a device: its queue (``core.queue``), the push transports, and
 server-composed envelopes. Operations call these inside their transaction; pushes leave after
 commit.
 """
@@ -144,6 +144,7 @@ def send_server_messages(
     tag: str | None = None,
     awaited: bool = False,
     encoded: bytes | None = None,
+    account_id: str | None = None,
 ) -> list[Delivery]:
     """Encrypt a server-composed payload once to each device (distinct devices), put the envelopes
     on their queues in one write (for up to ``ttl_s``, at most ``max_lifetime_s``; ``tag`` pins
@@ -151,7 +152,9 @@ def send_server_messages(
     as ``push_type`` when it fits the 4 KB limit, else (or when ``push_type`` is None) as a
     ``notify`` wake-up after which the device fetches its queue. A device without one is woken on
     its open stream by the queue event. ``awaited``: see ``Delivery``. ``encoded``: the payload
-    encoded, when the caller has it already. One ``Delivery`` per addressee, in their order."""
+    encoded, when the caller has it already. ``account_id``: the addressees' account (they are
+    all of one), when the caller has it: their entries may then share a row (``enqueue_all``). One
+    ``Delivery`` per addressee, in their order."""
     plaintext = payloads.encode(payload) if encoded is None else encoded
     # a2b_base64: what base64.b64decode does with text, without its two Python calls a device
     public_keys = [a2b_base64(addressee.device.public_key) for addressee in addressees]
@@ -167,6 +170,7 @@ def send_server_messages(
         ttl_s=ttl_s,
         max_lifetime_s=max_lifetime_s,
         tag=tag,
+        account_id=account_id,
     )
     can_reach = tx.push.can_reach
     deliveries: list[Delivery] = []

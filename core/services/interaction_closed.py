@@ -42,4 +42,5 @@ def announce_answer(
         push_type="interaction_closed",
         ttl_s=max(1, expires_at - now),
         high_priority=False,
+        account_id=account_id,
     )

@@ -64,6 +64,7 @@ def clear_notification(
         ttl_s=NOTIFICATION_LIFETIME_S,
         max_lifetime_s=NOTIFICATION_LIFETIME_S,
         high_priority=False,
+        account_id=principal.account_id,
     )
     return ClearOut(
         sequence_id=checked,

@@ -204,6 +204,7 @@ def _settle(tx: Tx, row: Receipt, reason: str, **values: Any) -> None:
         push_type="urgent_stop",
         ttl_s=row.expires_at - now,  # after that the phones stop by themselves
         high_priority=True,
+        account_id=row.account_id,
     )
     if reason == "acknowledged":
         receipt_callbacks.on_acknowledged(tx, row.receipt_id)

@@ -123,6 +123,7 @@ def _dispatch(
         high_priority=note.priority not in NORMAL_PRIORITIES,
         max_lifetime_s=NOTIFICATION_LIFETIME_S,
         encoded=send.encoded,
+        account_id=principal.account_id,
     )
     if send.urgent is not None:
         ids = [device.device_id for device in devices]

@@ -1,10 +1,10 @@
 """The queue's contract (``core.queue.Queue``), against a model, for every implementation: in
 memory, SQLite and PostgreSQL through the face alone (``test_every_queue_keeps_the_contract``), and
 each database's queue as its device reads it through the server (``read_queue``): seeded random
-writes to some of an account's devices (unpinned and pinned, short and long lives), groups in which
-one write fails and is undone alone, clock jumps with and without a sweep, a device's removal. Only
-what a device reads is compared, never the table's rows: the storage may change under this test,
-the queues may not."""
+writes to some of an account's devices (unpinned and pinned, short and long lives, packed or a row
+a device on SQLite), groups in which one write fails and is undone alone, clock jumps with and
+without a sweep, a device's removal. Only what a device reads is compared, never the table's rows:
+the storage layout may change under this test, the queues may not."""
 
 from __future__ import annotations
 
@@ -40,12 +40,13 @@ def put(
     blobs: dict[str, bytes],
     ttl_s: int = 3600,
     tag: str | None = None,
+    account_id: str | None = None,
 ) -> list[int]:
-    return enqueue_all(tx, blobs, sender="server", type="push", ttl_s=ttl_s, tag=tag)
+    return enqueue_all(tx, blobs, sender="server", type="push", ttl_s=ttl_s, tag=tag, account_id=account_id)
 
 
-def put_then_fail(tx: Tx, principal: Principal, *, blobs: dict[str, bytes]) -> None:
-    put(tx, principal, blobs=blobs)
+def put_then_fail(tx: Tx, principal: Principal, *, blobs: dict[str, bytes], account_id: str | None) -> None:
+    put(tx, principal, blobs=blobs, account_id=account_id)
     raise RelayError("not_found")
 
 
@@ -156,9 +157,10 @@ def write_once(
     *,
     ttl_s: int = 3600,
     tag: str | None = None,
+    account_id: str | None = None,
 ) -> None:
     """``put`` as a write of its own, and into the model."""
-    seqs = core.run_sync(put, Principal.system(), blobs=blobs, ttl_s=ttl_s, tag=tag)
+    seqs = core.run_sync(put, Principal.system(), blobs=blobs, ttl_s=ttl_s, tag=tag, account_id=account_id)
     written = dict(zip(blobs, seqs, strict=True))
     model.write(written, blobs, now=now_of(clock), ttl_s=ttl_s, pinned=tag is not None)
 
@@ -169,11 +171,12 @@ def write_group_with_failure(
     clock: ManualClock,
     recipients: list[FakeDevice],
     label: str,
+    account: str | None,
 ) -> None:
     """Three writes in one group, the middle one failing: it alone is undone."""
     blobs = [blobs_for(recipients, f"{label}.{n}") for n in ("first", "failing", "last")]
     ops = [put, put_then_fail, put]
-    writes = [(op, {"blobs": b}) for op, b in zip(ops, blobs, strict=True)]
+    writes = [(op, {"blobs": b, "account_id": account}) for op, b in zip(ops, blobs, strict=True)]
     first, failing, last = in_one_group(core, Principal.system(), writes)
     assert first.error is None and isinstance(failing.error, RelayError) and last.error is None
     for write, written in ((first, blobs[0]), (last, blobs[2])):
@@ -208,6 +211,7 @@ def test_each_device_reads_its_own_queue_through_writes_trims_expiry_sweeps_and_
     check(core, model, devices, clock)  # pairing queues nothing
     for step in range(3 * QUEUE_CAP):
         recipients = rng.sample(devices, rng.randint(1, len(devices)))
+        account = phone.account_id if rng.random() < 0.7 else None  # SQLite: one row, or a row each
         roll = rng.random()
         if roll < 0.72:
             pinned = rng.random() < 0.06
@@ -215,9 +219,11 @@ def test_each_device_reads_its_own_queue_through_writes_trims_expiry_sweeps_and_
                 [0, 30, 3600, 3600, 3600, 3600, 200_000]
             )  # 0: the live grace; 200,000: a day at most
             tag = f"pin {step}" if pinned else None
-            write_once(core, model, clock, blobs_for(recipients, str(step)), ttl_s=ttl_s, tag=tag)
+            write_once(
+                core, model, clock, blobs_for(recipients, str(step)), ttl_s=ttl_s, tag=tag, account_id=account
+            )
         elif roll < 0.85:
-            write_group_with_failure(core, model, clock, recipients, str(step))
+            write_group_with_failure(core, model, clock, recipients, str(step), account)
         elif roll < 0.97 and step != QUEUE_CAP // 4:
             clock.advance(rng.randint(1, 40))
             core.run_sync(sweep_expired, system)
@@ -242,8 +248,9 @@ def test_a_queue_past_its_cap_keeps_its_newest_unpinned_entries_of_either_kind_a
     client: TestClient, core: Core, clock: ManualClock
 ) -> None:
     """One device written alone and together with the others in turn, past the cap twice over: its
-    oldest entries, which the cap pushes out, alternate between the two kinds of write. Its pinned
-    entries stay, the others' queues keep theirs."""
+    oldest entries, which the cap pushes out, alternate between the two kinds of write (on SQLite:
+    its own row, and its entry in a send's shared row). Its pinned entries stay, the others' queues
+    keep theirs."""
     phone = register_phone(client)
     computers = [pair_computer(client, phone, name=f"laptop {n}") for n in range(3)]
     alone, devices = computers[0], [phone, *computers]
@@ -253,7 +260,7 @@ def test_a_queue_past_its_cap_keeps_its_newest_unpinned_entries_of_either_kind_a
     for n in range(writes):
         recipients = [alone] if n % 2 else devices
         tag = f"pin {n}" if n in pins else None
-        write_once(core, model, clock, blobs_for(recipients, str(n)), tag=tag)
+        write_once(core, model, clock, blobs_for(recipients, str(n)), tag=tag, account_id=phone.account_id)
         if n >= QUEUE_CAP and n % 5 == 0:
             check(core, model, [alone], clock)
         if n % 100 == 0:

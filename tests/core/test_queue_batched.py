@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from core.principal import Principal
 from core.queue import CARRIED_MAX_CHARS, QUEUE_CAP, WakeUps, enqueue_all
 from core.queue._pg_sql import TRIM_OVER_CAP
-from core.queue._sqlite import ROWS_PER_INSERT
+from core.queue._sqlite_sql import ROWS_PER_INSERT
 from core.runtime.core import Core
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import Tx

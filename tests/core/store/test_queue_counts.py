@@ -1,5 +1,5 @@
 """``queue_counts``: on SQLite each device's number of unpinned queue entries, which the queue's cap
-relies on, kept exact by the statements that write the queue (``core.queue._sqlite``,
+relies on, kept exact by the statements that write the queue (``core.queue._counts``,
 migration 0020) and two triggers; PostgreSQL leaves it empty and trims each queue a transaction
 wrote once, before it commits."""
 
@@ -19,7 +19,7 @@ from core.clock import ManualClock
 from core.errors import RelayError
 from core.principal import Principal
 from core.queue import QUEUE_CAP, enqueue_all
-from core.queue._sqlite import RECOUNT_EXPIRING
+from core.queue._counts import RECOUNT_EXPIRING, count_after_write
 from core.runtime.core import Core
 from core.runtime.tx import Tx
 from core.services.maintenance import sweep_expired
@@ -88,6 +88,14 @@ def triggers(engine: Engine) -> list[str]:
 @SQLITE_ONLY
 def test_only_the_update_and_device_removal_triggers_are_left_at_head(engine: Engine) -> None:
     assert triggers(engine) == ["queue_counts_device_removed", "queue_counts_update"]
+
+
+def test_a_write_moves_the_counts_of_queues_below_and_over_the_cap_only() -> None:
+    before = {"new": None, "short": 5, "last_room": QUEUE_CAP - 1, "full": QUEUE_CAP, "over": QUEUE_CAP + 7}
+    unpinned = {device: count_after_write(count, pinned=False) for device, count in before.items()}
+    pinned = {device: count_after_write(count, pinned=True) for device, count in before.items()}
+    assert unpinned == {"new": 1, "short": 6, "last_room": QUEUE_CAP, "full": QUEUE_CAP, "over": QUEUE_CAP}
+    assert pinned == {"new": 0, "short": 5, "last_room": QUEUE_CAP - 1, "full": QUEUE_CAP, "over": QUEUE_CAP}
 
 
 @SQLITE_ONLY
@@ -252,13 +260,16 @@ def test_postgresql_keeps_no_counts(core: Core, database_url: str) -> None:
 
 # Every place in relaybox's code that inserts, deletes or updates queue entries, and how it keeps the
 # counts. A new one fails ``test_every_writer_of_the_queue_keeps_the_counts``: make it keep them
-# (``core.queue._sqlite``), then add it here.
+# (``core.queue._counts``), then add it here.
 QUEUE_WRITERS = {
-    ("core/queue/_stored.py", "entries_from"): "counted by SqliteQueue.append",
-    ("core/queue/_sqlite.py", "_DROP"): "counted by SqliteQueue.append",
-    ("core/queue/_stored.py", "_TAKE_PINNED"): "deletes pinned entries: no count moves",
-    ("core/queue/_stored.py", "_FORGET"): "SqliteQueue.forget_device drops the count's row",
-    ("core/queue/_stored.py", "_EXPIRE"): "SqliteQueue.expire recounts before the delete",
+    ("core/queue/_stored.py", "entries_from"): "counted by write_entries (count_after_write)",
+    ("core/queue/_sqlite_sql.py", "DROP"): "counted by write_entries (count_after_write)",
+    ("core/queue/_packed.py", "INSERT_PACKED"): "counted by write_entries (count_after_write)",
+    ("core/queue/_packed.py", "DROP_UNNEEDED"): "rows every listed device passed: no count moves",
+    ("core/queue/_packed.py", "unlist_device"): "the removed device's entries only",
+    ("core/queue/_stored.py", "_TAKE_PINNED"): "deletes pinned entries (a reminder's cancel): no count moves",
+    ("core/queue/_stored.py", "_FORGET"): "the count's row goes with the device (trigger)",
+    ("core/queue/_stored.py", "_EXPIRE"): "SqliteQueue.expire: recount_expiring before the delete",
     ("core/queue/_pg_sql.py", "TRIM_OVER_CAP"): "PostgreSQL only: no counts",
     ("core/queue/_held.py", "_INSERT_HELD"): "PostgreSQL only: no counts",
 }
@@ -308,14 +319,17 @@ def test_every_writer_of_the_queue_keeps_the_counts() -> None:
 @SQLITE_ONLY
 def test_the_sweeps_recount_seeks_only_the_counts_of_queues_with_expired_entries(engine: Engine) -> None:
     """Driven by the expired entries (the expires index), each of their devices' counts found by its
-    key and recounted in the recipient index: no scan of every device's count."""
-    compiled = RECOUNT_EXPIRING.compile(dialect=engine.dialect)
+    key and recounted in the recipient index: no scan of every device's count (only of each expired
+    packed row's recipients, its JSON)."""
+    compiled = RECOUNT_EXPIRING.statement.compile(dialect=engine.dialect)
     with engine.connect() as connection:
         plan = connection.exec_driver_sql(
             "EXPLAIN QUERY PLAN " + compiled.string, tuple(1 for _ in compiled.positiontup or ())
         ).all()
     details = [row[-1] for row in plan]
     assert "SEARCH queue_counts USING PRIMARY KEY (device_id=?)" in details, details
-    assert [detail for detail in details if detail.startswith("SCAN")] == [], details
+    assert [detail for detail in details if detail.startswith("SCAN")] == [
+        "SCAN listed VIRTUAL TABLE INDEX 1:"
+    ], details
     assert any("ix_queued_envelopes_expires_at" in detail for detail in details), details
     assert any("ix_queued_envelopes_recipient_seq" in detail for detail in details), details
