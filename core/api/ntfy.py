@@ -145,7 +145,7 @@ async def clear(call: Call) -> Response:
     answer["relaybox"] = {
         "delivered_to": [d.model_dump() for d in out.delivered_to],
         "warnings": out.warnings,
-        "cancelled": [c.model_dump() for c in out.cancelled],
+        "cancelled": [c.model_dump() for c in out.cancelled or ()],
     }
     return JSONResponse(answer, headers=limit_headers(out.rate_limit) if out.rate_limit else None)
 

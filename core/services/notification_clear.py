@@ -41,9 +41,10 @@ class ClearOut(Limited):
     warnings: list[str] = Field(
         description="Device names that matched nothing, as a send says them; a phone of uncertain support"
     )
-    cancelled: list[Cancelled] = Field(
-        description="This sender's scheduled sends of the sequence taken back before their time "
-        "(id, deliver_at): they are never delivered"
+    cancelled: list[Cancelled] | None = Field(
+        default=None,
+        description="When this sender had scheduled sends of the sequence waiting: they, taken back "
+        "before their time (id, deliver_at), never to be delivered",
     )
 
 
@@ -89,7 +90,7 @@ def clear_notification(
         sequence_id=checked,
         delivered_to=delivered_to(devices),
         warnings=warnings,
-        cancelled=cancelled,
+        cancelled=cancelled or None,
         rate_limit=rate_limit,
         monthly=monthly,
     )
