@@ -61,12 +61,11 @@ def clear_notification(
         checked = required_sequence_id(sequence_id)
         selectors = parse_device_selector(device)
     devices, warnings = resolve_targets(tx, principal.account_id, selectors)
-    cancelled = scheduled.cancel(tx, principal, checked)
     if any(d.surface_kind == "phone" for d in devices):
         try:
             warnings += gate(tx, account_phone(tx, principal.account_id), Feature.NOTIFICATION_CLEAR)
         except RelayError as outdated:
-            if not cancelled:
+            if not scheduled.waiting(tx, principal, checked):
                 raise
             devices = [d for d in devices if d.surface_kind != "phone"]
             warnings.append(f"phone: not cleared ({outdated.code}); the scheduled send was cancelled")
@@ -86,6 +85,7 @@ def clear_notification(
         high_priority=False,
         account_id=principal.account_id,
     )
+    cancelled = scheduled.cancel(tx, principal, checked)  # after the devices' locks, as a delivery
     return ClearOut(
         sequence_id=checked,
         delivered_to=delivered_to(devices),

@@ -10,8 +10,11 @@ time (``core.services.wake_ups``), sends these too: it sleeps until the earliest
 early by the fan-out message each newly scheduled one publishes. A due one is claimed by deleting
 it in the transaction that queues it, so one replica delivers it, once; one found due after a
 restart (or a waker that was down) is delivered then, late, never lost. A device removed
-meanwhile is skipped (its envelope goes with it); nothing is delivered for a sender whose token
-or grant was revoked meanwhile.
+meanwhile is skipped; nothing is delivered for a sender whose token or grant was revoked meanwhile.
+
+Locks (PostgreSQL): a delivery locks the devices of its accounts before it claims, as a group of
+sends does before its writes, so the order is always devices, then scheduled rows (a clear cancels
+after its queue write for the same reason).
 
 Before its time its sender cancels it by its sequence (``DELETE /v1/notifications/{sequence_id}``,
 ``core.services.notification_clear``), or replaces it by scheduling another of the same sequence
@@ -31,6 +34,7 @@ from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
 from core.runtime.core import Core
 from core.runtime.events import Published
+from core.runtime.group_commit import lock_devices_of
 from core.runtime.marks import read_only
 from core.runtime.tx import Tx
 from core.services.delivery import Addressee, Recipient, deliver_sealed, seal_to_each
@@ -66,9 +70,7 @@ def check_room(tx: Tx, principal: Principal, sequence_id: str) -> None:
     ).scalar_one()
     if pending < most:
         return
-    same = select(func.count()).where(*_of_sequence(principal, sequence_id))
-    replaced = tx.session.execute(same).scalar_one()
-    if pending - replaced >= most:
+    if pending - waiting(tx, principal, sequence_id) >= most:
         raise RelayError(
             "too_many_scheduled",
             f"The account already has {most} sends waiting for their time; cancel some or wait.",
@@ -113,6 +115,12 @@ def keep(
     tx.emit(Published(WAKE_UPS_TOPIC, str(deliver_at)))
 
 
+def waiting(tx: Tx, principal: Principal, sequence_id: str) -> bool:
+    """Whether the calling sender has a send of ``sequence_id`` waiting (a read: no lock)."""
+    same = select(func.count()).where(*_of_sequence(principal, sequence_id))
+    return bool(tx.session.execute(same).scalar_one())
+
+
 def cancel(tx: Tx, principal: Principal, sequence_id: str) -> list[Cancelled]:
     """Take back the calling sender's pending sends of ``sequence_id`` (their envelopes go with
     them); what was taken back."""
@@ -130,26 +138,24 @@ def take_due(tx: Tx, principal: Principal) -> int:
     are still paired; how many were claimed."""
     if principal.kind is not PrincipalKind.SYSTEM:
         return 0
-    due = (
-        tx.session.execute(
-            select(col(ScheduledNotification.scheduled_id))
-            .where(col(ScheduledNotification.deliver_at) <= tx.now())
-            .order_by(col(ScheduledNotification.deliver_at))
-            .limit(BATCH)
-        )
-        .scalars()
-        .all()
-    )
-    if not due:
-        return 0
-    envelopes = tx.session.execute(
-        delete(ScheduledEnvelope)
-        .where(col(ScheduledEnvelope.scheduled_id).in_(due))
-        .returning(
-            col(ScheduledEnvelope.scheduled_id), col(ScheduledEnvelope.device_id), col(ScheduledEnvelope.blob)
-        )
+    table = ScheduledNotification
+    rows = tx.session.execute(
+        select(col(table.scheduled_id), col(table.account_id))
+        .where(col(table.deliver_at) <= tx.now())
+        .order_by(col(table.deliver_at))
+        .limit(BATCH)
     ).all()
-    claimed = (
+    if not rows:
+        return 0
+    due = [scheduled_id for scheduled_id, _ in rows]
+    if tx.connection().dialect.name == "postgresql":
+        lock_devices_of(tx.session, {account_id for _, account_id in rows})
+    envelopes = tx.session.execute(
+        select(
+            col(ScheduledEnvelope.scheduled_id), col(ScheduledEnvelope.device_id), col(ScheduledEnvelope.blob)
+        ).where(col(ScheduledEnvelope.scheduled_id).in_(due))
+    ).all()
+    claimed = (  # only what this transaction deleted is its to deliver (its envelopes go with it)
         tx.session.execute(
             delete(ScheduledNotification)
             .where(col(ScheduledNotification.scheduled_id).in_(due))

@@ -27,8 +27,9 @@ class ScheduledNotification(SQLModel, table=True):
 
 
 class ScheduledEnvelope(SQLModel, table=True):
-    """A scheduled notification sealed to one device; goes with its device (a device removed
-    meanwhile is skipped) and with its notification."""
+    """A scheduled notification sealed to one device; goes with its notification. A device removed
+    meanwhile is skipped when it is delivered: no foreign key to it, so that removing a device
+    never waits on a delivery's locks (an envelope to a removed device opens for nobody)."""
 
     __tablename__ = "scheduled_envelopes"
 
@@ -38,7 +39,5 @@ class ScheduledEnvelope(SQLModel, table=True):
         ondelete="CASCADE",
         max_length=40,
     )
-    device_id: str = Field(
-        primary_key=True, foreign_key="devices.device_id", ondelete="CASCADE", index=True, max_length=36
-    )
+    device_id: str = Field(primary_key=True, max_length=36)
     blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))

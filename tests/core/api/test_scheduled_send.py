@@ -190,3 +190,21 @@ def test_the_path_token_alias_and_ntfy_headers_on_send_schedule_too(
     assert queued_payloads(core, phone) == []
     stored = json.dumps([row.model_dump() for row in kept(core)])
     assert len(kept(core)) == 2 and '"m"' not in stored
+
+
+def test_a_cancel_holds_even_when_the_phone_is_too_old_to_be_told_to_clear(
+    client: TestClient, core: Core, clock: ManualClock
+) -> None:
+    phone = register_phone(client, name="Pixel", app_build=1)
+    auth = bearer(client, phone)
+    core.settings = core.settings.model_copy(update={"min_build_notification_clear": 2})
+    schedule(client, auth, delay=600, sequence_id="nightly")
+    answer = client.delete("/v1/notifications/nightly", headers=auth)
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["cancelled"]) == 1 and answer.json()["delivered_to"] == []
+    assert any("not cleared" in warning for warning in answer.json()["warnings"])
+    refused = client.delete("/v1/notifications/nightly", headers=auth)  # nothing left to cancel
+    assert refused.status_code == 426 and error_code(refused) == "phone_app_outdated"
+    clock.advance(600)
+    deliver(client, core)
+    assert queued_payloads(core, phone) == []

@@ -1,6 +1,6 @@
 """scheduled notifications: a send asked for later (``delay``, ``at``, ntfy's ``Delay``/``At``/``In``)
 is kept until its time as one row saying when and by whom, and one envelope sealed to each of its
-devices (never its text); both go when it is delivered or cancelled, an envelope with its device
+devices (never its text); both go when it is delivered or cancelled
 
 Revision ID: 0026
 Revises: 0025
@@ -43,14 +43,11 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["scheduled_id"], ["scheduled_notifications.scheduled_id"], ondelete="CASCADE"
         ),
-        sa.ForeignKeyConstraint(["device_id"], ["devices.device_id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("scheduled_id", "device_id"),
     )
-    op.create_index("ix_scheduled_envelopes_device_id", "scheduled_envelopes", ["device_id"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_scheduled_envelopes_device_id", table_name="scheduled_envelopes")
     op.drop_table("scheduled_envelopes")
     op.drop_index("ix_scheduled_notifications_deliver_at", table_name="scheduled_notifications")
     op.drop_index("ix_scheduled_notifications_account_id", table_name="scheduled_notifications")
