@@ -6,6 +6,7 @@ clock's; ``deliver`` runs what the app's waker runs."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from sqlmodel import Session, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
+from core.domain.attachments import open_attachment
 from core.runtime.core import Core
 from core.services import scheduled
 from core.store.tables import ScheduledEnvelope, ScheduledNotification
@@ -208,3 +210,23 @@ def test_a_cancel_holds_even_when_the_phone_is_too_old_to_be_told_to_clear(
     clock.advance(600)
     deliver(client, core)
     assert queued_payloads(core, phone) == []
+
+
+def test_a_scheduled_files_attachment_is_kept_for_the_notifications_life_after_its_time(
+    client: TestClient, core: Core, clock: ManualClock, account: Account
+) -> None:
+    phone, _, auth = account
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+    published = client.put(
+        "/backups", content=png, headers={**auth, "Filename": "graph.png", "Delay": "2d", "Cache": "yes"}
+    )
+    assert published.status_code == 200 and published.json()["relaybox"]["scheduled"] is True, published.text
+    clock.advance(2 * 86_400)
+    deliver(client, core)
+    [note] = queued_payloads(core, phone)
+    clock.advance(86_400)  # a day after its time: three days after it was asked, still to be had
+    pulled = client.get(f"/v1/attachments/{note['attachment']['id']}", headers=phone.auth)
+    assert (
+        pulled.status_code == 200
+        and open_attachment(base64.b64decode(note["attachment"]["key"]), pulled.content) == png
+    )
