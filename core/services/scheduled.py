@@ -168,15 +168,13 @@ def take_due(tx: Tx, principal: Principal) -> int:
     device_ids = {device_id for _, device_id, _ in envelopes}
     paired = select(Device).where(col(Device.device_id).in_(device_ids))
     devices = {device.device_id: device for device in tx.session.execute(paired).scalars()}
+    sealed: dict[str, dict[str, bytes]] = {}  # by send, by device still paired
+    for scheduled_id, device_id, blob in envelopes:
+        if device_id in devices:
+            sealed.setdefault(scheduled_id, {})[device_id] = bytes(blob)
     for note in claimed:
-        if note.sender in revoked:
-            continue
-        blobs = {
-            device_id: bytes(blob)
-            for scheduled_id, device_id, blob in envelopes
-            if scheduled_id == note.scheduled_id and device_id in devices
-        }
-        if not blobs:
+        blobs = sealed.get(note.scheduled_id)
+        if note.sender in revoked or not blobs:
             continue
         deliver_sealed(  # the blobs' order is the addressees'
             tx,
