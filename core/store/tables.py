@@ -14,6 +14,10 @@ from sqlmodel import Field, SQLModel
 from core.store.kept_tables import AccountDeviceVersion as AccountDeviceVersion
 from core.store.kept_tables import QueueCount as QueueCount
 
+# Sends asked for later, sealed per device until their time.
+from core.store.scheduled_tables import ScheduledEnvelope as ScheduledEnvelope
+from core.store.scheduled_tables import ScheduledNotification as ScheduledNotification
+
 # Who may register a phone: the server's claim and its invites.
 from core.store.signup_tables import Invite as Invite
 from core.store.signup_tables import ServerClaim as ServerClaim
