@@ -1,5 +1,5 @@
-"""The application's background loops: the expiry sweep, the scheduled wake-ups and the answer
-callbacks."""
+"""The application's background loops: the expiry sweep, the scheduled wake-ups (and scheduled
+sends) and the answer callbacks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import anyio
 from core.errors import RelayError
 from core.principal import Principal
 from core.runtime.core import Core
+from core.runtime.marks import read_only
 from core.runtime.tx import Tx
-from core.services import callback_delivery, callbacks, wake_ups
+from core.services import callback_delivery, callbacks, scheduled, wake_ups
 from core.services.maintenance import sweep_expired
 from oauth.maintenance import sweep_oauth
 
@@ -32,10 +33,19 @@ async def sweep_forever(core: Core) -> None:
 
 
 async def wake_forever(core: Core) -> None:
-    """Send the scheduled wake-ups (web phones' reminders) as they fall due."""
-    await _when_due(
-        core, "scheduled wake-ups", wake_ups.WAKE_UPS_TOPIC, wake_ups.deliver_due, wake_ups.next_due_at
-    )
+    """Send the scheduled wake-ups (web phones' reminders, urgent repeats) and deliver the scheduled
+    sends as they fall due: one waker for both, woken by either's newly scheduled."""
+    await _when_due(core, "scheduled wake-ups", wake_ups.WAKE_UPS_TOPIC, _deliver_scheduled, _next_scheduled)
+
+
+async def _deliver_scheduled(core: Core) -> int:
+    return await wake_ups.deliver_due(core) + await scheduled.deliver_due(core)
+
+
+@read_only
+def _next_scheduled(tx: Tx, principal: Principal) -> int | None:
+    dues = (wake_ups.next_due_at(tx, principal), scheduled.next_due_at(tx, principal))
+    return min((due for due in dues if due is not None), default=None)
 
 
 async def callbacks_forever(core: Core) -> None:

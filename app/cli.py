@@ -159,6 +159,8 @@ def _invite(args: argparse.Namespace) -> int:
         f"on the new phone: relaybox phone register --server {settings.base_url} --invite INVITE",
         file=sys.stderr,
     )
+    link = f"{settings.base_url.rstrip('/')}/app/#invite={made.invite}"
+    print(f"or open in its browser: {link}", file=sys.stderr)
     return 0
 
 

@@ -96,9 +96,8 @@ CATALOGUE: dict[str, ErrorSpec] = {
     "ntfy_feature_unsupported": ErrorSpec(400, "This ntfy feature has no meaning here (details: feature)."),
     "invalid_timestamp": ErrorSpec(400, "timestamp must be a Unix time in whole seconds."),
     "invalid_delay": ErrorSpec(400, "delay or at must be a time 10 s to 3 days from now."),
-    "delay_unsupported": ErrorSpec(
-        400, "Scheduled delivery is not offered yet: nothing was sent (details: deliver_at)."
-    ),
+    "delay_unsupported": ErrorSpec(400, "This send cannot be scheduled: send it at its time."),
+    "too_many_scheduled": ErrorSpec(409, "The account keeps as many scheduled sends as it may."),
     # Urgent until acknowledged (repeat, expire, receipts).
     "repeat_requires_urgent": ErrorSpec(400, 'repeat and expire are taken only with priority "urgent".'),
     "invalid_repeat": ErrorSpec(400, "repeat must be a whole number of seconds (details: min, max)."),

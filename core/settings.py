@@ -125,6 +125,12 @@ class Settings(BaseSettings):
     reminder_min_lead_s: int = Field(
         default=60, ge=1, description="How far ahead a reminder must be; lowered only in tests and demos"
     )
+    delay_min_s: int = Field(
+        default=10, ge=1, le=10, description="How far ahead a scheduled send must be; lowered only in tests"
+    )
+    scheduled_max_pending: int = Field(
+        default=100, ge=1, le=10_000, description="Per account: scheduled sends waiting for their time"
+    )
     urgent_min_repeat_s: int = Field(
         default=30, ge=1, le=3600, description="The shortest repeat of an urgent send; lowered only in tests"
     )

@@ -122,6 +122,7 @@ def _phone_invite(args: argparse.Namespace) -> int:
     print(f"single use, until {until}", file=sys.stderr)
     server = phone.load(path).server
     print(f"on the new phone: relaybox phone register --server {server} --invite INVITE", file=sys.stderr)
+    print(f"or open in its browser: {server.rstrip('/')}/app/#invite={made.invite}", file=sys.stderr)
     return 0
 
 

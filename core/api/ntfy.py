@@ -145,6 +145,7 @@ async def clear(call: Call) -> Response:
     answer["relaybox"] = {
         "delivered_to": [d.model_dump() for d in out.delivered_to],
         "warnings": out.warnings,
+        "cancelled": [c.model_dump() for c in out.cancelled or ()],
     }
     return JSONResponse(answer, headers=limit_headers(out.rate_limit) if out.rate_limit else None)
 
@@ -210,9 +211,10 @@ async def _send(call: Call, topic: str, read: Publish, attachment: SealedAttachm
 def _answer(
     sent: SendOut, topic: str, read: Publish, attachment: SealedAttachment | None, now: int
 ) -> dict[str, Any]:
-    """The message as ntfy answers a publish, from what was sent."""
+    """The message as ntfy answers a publish; a scheduled one's ``time`` is its delivery's, as ntfy's."""
     fields = read.fields
     ttl = fields.get("ttl", TTL_MAX_S)
+    now = sent.deliver_at or now
     answer: dict[str, Any] = {
         "id": sent.id,
         "time": now,
@@ -245,6 +247,7 @@ def _answer(
     answer["relaybox"] = {
         "delivered_to": [d.model_dump() for d in sent.delivered_to],
         "warnings": sent.warnings,
+        **({"scheduled": True, "deliver_at": sent.deliver_at} if sent.scheduled else {}),
     }
     return answer
 

@@ -7,8 +7,8 @@ carries the same parameters as fields (``JSON_FIELDS``).
 
 What each becomes is in ``docs/compat-ntfy.md``: most map onto a send's fields; features that have
 no meaning here are refused with 400 ``ntfy_feature_unsupported`` (details: ``feature``), never
-dropped; ``Delay``/``At``/``In`` are read as a send's ``delay`` (refused until scheduled delivery
-is offered: ``core.domain.delivery_time``).
+dropped; ``Delay``/``At``/``In`` are read as a send's ``delay`` (``core.domain.delivery_time``),
+which schedules it (``core.services.scheduled``).
 """
 
 from __future__ import annotations
@@ -178,8 +178,8 @@ def read_publish(params: Params, *, markdown_type: bool = False) -> Publish:
 
 def ntfy_headers_on_send(headers: Mapping[str, str]) -> tuple[str | None, list[str]]:
     """What ``/v1/send`` makes of ntfy's headers, which a caller may send it by habit: a delivery
-    time (``Delay``, ``At``, ``In``) is read as its ``delay``, so that a send asked for later is never
-    delivered at once; any other is not read, and named in a warning."""
+    time (``Delay``, ``At``, ``In``) is read as its ``delay``, so that a send asked for later is
+    scheduled, never delivered at once; any other is not read, and named in a warning."""
     delay = ""
     ignored = []
     for key, names in NAMES.items():

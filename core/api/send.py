@@ -14,7 +14,7 @@ from core.api.ntfy_params import ntfy_headers_on_send
 from core.api.routing import Call, Endpoint
 from core.domain import urgent
 from core.domain.actions import ACTION_BODY_MAX_BYTES
-from core.domain.delivery_time import DELIVERY_FIELDS
+from core.domain.delivery_time import asks_for_later
 from core.domain.notification import (
     DEVICE_SELECTOR_SCHEMA,
     ICON_SCHEMA,
@@ -55,6 +55,7 @@ SEND_ERRORS = (
     "invalid_timestamp",
     "invalid_delay",
     "delay_unsupported",
+    "too_many_scheduled",
 )
 
 
@@ -158,7 +159,8 @@ class SendRequest(BaseModel):
     delay: str | int | SkipJsonSchema[None] = Field(
         default=None,
         description="deliver later: seconds, a duration (30m, 2h, 1d) or a Unix time, 10 s to 3 days "
-        "ahead. Not offered yet: 400 delay_unsupported (details.deliver_at), nothing is sent",
+        "ahead; the answer is 202 with scheduled and deliver_at, and DELETE "
+        "/v1/notifications/{sequence_id} cancels it before then",
     )
     at: str | int | SkipJsonSchema[None] = Field(
         default=None, description="deliver at: a Unix time or an ISO 8601 time with its zone; as delay"
@@ -170,9 +172,11 @@ async def send(call: Call) -> BaseModel:
     if call.request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
         fields = bare_form_message(fields)
     delay, warnings = ntfy_headers_on_send(call.request.headers)
-    if delay is not None and not any(fields.get(name) not in (None, "") for name in DELIVERY_FIELDS):
+    if delay is not None and not asks_for_later(fields):
         fields = {**fields, "delay": delay}
     sent: SendOut = await call.core.run(send_notification, call.principal, fields=fields, ip=call.ip)
+    if sent.scheduled:
+        call.status = 202
     if warnings:
         sent.warnings = [*warnings, *sent.warnings]
     return sent
@@ -217,8 +221,13 @@ SEND_DESCRIPTION = (
     "3600) passes; the answer's receipt is polled at GET /v1/receipts/{id} and cancelled at POST "
     "/v1/receipts/{id}/cancel. A field the send does not know is named in warnings (and ignored); "
     "so are ntfy's headers, but for its Delay, At and In, read as delay. delay or at (10 s to 3 days "
-    "ahead) is refused with 400 delay_unsupported until scheduled delivery is offered: never sent at once."
+    "ahead, else 400 invalid_delay) keeps the notification, sealed to each device now, until then: the "
+    "answer is 202 with scheduled: true and deliver_at (Unix seconds); DELETE "
+    "/v1/notifications/{sequence_id} (the answer's sequence_id) cancels it before then. An account "
+    "keeps at most 100 waiting by default (409 too_many_scheduled); an urgent send with repeat is never "
+    "scheduled (400 delay_unsupported)."
 )
+SCHEDULED = {"also": {202: "Scheduled (delay or at): the body is the same, with scheduled and deliver_at"}}
 CLEAR_ERRORS = (
     "invalid_sequence_id",
     "invalid_device",
@@ -249,6 +258,7 @@ ENDPOINTS = [
         ip_limited=True,
         description=SEND_DESCRIPTION,
         body_doc=SendRequest,
+        extra=SCHEDULED,
     ),
     Endpoint(
         "POST",
@@ -263,6 +273,7 @@ ENDPOINTS = [
         ip_limited=True,
         description=SEND_DESCRIPTION + " The URL is redacted in every log line.",
         body_doc=SendRequest,
+        extra=SCHEDULED,
     ),
     Endpoint(
         "DELETE",
@@ -277,7 +288,8 @@ ENDPOINTS = [
         description="The selected devices are told to remove the notification of this sequence: "
         "the last one sent with this sequence_id, or the one whose id it is. Sent like a send (queued "
         "for a device that is offline) and charged to the same limits. The server keeps no record of "
-        "what it sent, so an unknown sequence is no error: the devices ignore it.",
+        "what it sent, so an unknown sequence is no error: the devices ignore it. The caller's scheduled "
+        "sends of this sequence still waiting for their time are cancelled (listed in cancelled).",
         extra={"query": [DEVICE_QUERY], "path": {"sequence_id": SEQUENCE_ID_SCHEMA}},
     ),
 ]

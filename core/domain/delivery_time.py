@@ -8,9 +8,7 @@ The forms, one rule for every spelling (ntfy's, without its natural language):
 - a duration: ``30m``, ``2h``, ``1d``, ``90 seconds``, ``1h30m``;
 - an ISO 8601 time with its zone: ``2026-03-01T09:00:00+01:00``, ``…Z``.
 
-Scheduled delivery is not offered yet, so a send that asks for it is refused
-(``core.services.send``) after the time has been read: a bad time and an unsupported one are
-told apart, and offering it later changes that refusal only.
+The send is then kept, sealed, until that second (``core.services.scheduled``).
 """
 
 from __future__ import annotations
@@ -38,10 +36,15 @@ FORMS = (
 )
 
 
-def delivery_time(fields: Mapping[str, Any], now: float) -> int | None:
+def asks_for_later(fields: Mapping[str, Any]) -> bool:
+    """Whether a send names a delivery time (read or not)."""
+    return any(fields.get(name) not in (None, "") for name in DELIVERY_FIELDS)
+
+
+def delivery_time(fields: Mapping[str, Any], now: float, min_s: int = DELAY_MIN_S) -> int | None:
     """The epoch second a send asks to be delivered at, or ``None`` to deliver now. Raises
-    ``InvalidFieldError`` (``invalid_delay``) for a time it cannot read, or one outside 10 s to
-    3 days from ``now``."""
+    ``InvalidFieldError`` (``invalid_delay``) for a time it cannot read, or one outside ``min_s``
+    (10 s but in tests) to 3 days from ``now``."""
     given = {name: fields[name] for name in DELIVERY_FIELDS if fields.get(name) not in (None, "")}
     if not given:
         return None
@@ -52,11 +55,11 @@ def delivery_time(fields: Mapping[str, Any], now: float) -> int | None:
     if when is None:
         raise InvalidFieldError("invalid_delay", f"{name} must be {FORMS}.", {"field": name})
     ahead = when - now
-    if not DELAY_MIN_S <= math.ceil(ahead) <= DELAY_MAX_S:
+    if not min_s <= math.ceil(ahead) <= DELAY_MAX_S:
         raise InvalidFieldError(
             "invalid_delay",
-            f"{name} must be {DELAY_MIN_S} s to {DELAY_MAX_S // 86_400} days from now.",
-            {"field": name, "min_s": DELAY_MIN_S, "max_s": DELAY_MAX_S},
+            f"{name} must be {min_s} s to {DELAY_MAX_S // 86_400} days from now.",
+            {"field": name, "min_s": min_s, "max_s": DELAY_MAX_S},
         )
     return math.ceil(when)
 

@@ -1,7 +1,7 @@
 """An account's devices as a send reads them (``AccountDevice``: with their push registrations):
 as its group read them while locking them (PostgreSQL, ``ACCOUNT_DEVICE_ROWS``), or read now, in
 one statement. (Keeping them between sends behind version triggers, migration 0022, saved 2.6 µs
-a device in-process and nothing measurable served: migration 0026 took it out.)
+a device in-process and nothing measurable served: migration 0027 took it out.)
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from binascii import a2b_base64
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -156,17 +156,54 @@ def send_server_messages(
     all of one), when the caller has it: their entries may then share a row (``enqueue_all``). One
     ``Delivery`` per addressee, in their order."""
     plaintext = payloads.encode(payload) if encoded is None else encoded
+    blobs = seal_to_each(tx, [addressee.device for addressee in addressees], plaintext)
+    return deliver_sealed(
+        tx,
+        addressees,
+        blobs,
+        type=str(payload["type"]),
+        push_type=push_type,
+        ttl_s=ttl_s,
+        high_priority=high_priority,
+        max_lifetime_s=max_lifetime_s,
+        tag=tag,
+        awaited=awaited,
+        account_id=account_id,
+    )
+
+
+def seal_to_each(tx: Tx, devices: Sequence[Recipient], plaintext: bytes) -> dict[str, bytes]:
+    """``plaintext`` sealed to each of ``devices`` (distinct), by device id, in their order."""
     # a2b_base64: what base64.b64decode does with text, without its two Python calls a device
-    public_keys = [a2b_base64(addressee.device.public_key) for addressee in addressees]
-    sealed = tx.keys.seal_each(public_keys, plaintext)
-    blobs = dict(zip((addressee.device.device_id for addressee in addressees), sealed, strict=True))
-    if len(blobs) != len(addressees):
+    sealed = tx.keys.seal_each([a2b_base64(device.public_key) for device in devices], plaintext)
+    blobs = dict(zip((device.device_id for device in devices), sealed, strict=True))
+    if len(blobs) != len(devices):
         raise ValueError("a server message goes to each device once")
+    return blobs
+
+
+def deliver_sealed(
+    tx: Tx,
+    addressees: Sequence[Addressee],
+    blobs: Mapping[str, bytes],
+    *,
+    type: str,
+    push_type: str | None,
+    ttl_s: int,
+    high_priority: bool,
+    max_lifetime_s: int = QUEUE_LIFETIME_S,
+    tag: str | None = None,
+    awaited: bool = False,
+    account_id: str | None = None,
+) -> list[Delivery]:
+    """Envelopes sealed already (``blobs``, by device id: ``seal_to_each``) put on their devices'
+    queues in one write and pushed, as ``send_server_messages`` says; a scheduled send's at its
+    time (``core.services.scheduled``) too, the one way both reach the queue."""
     seqs = enqueue_all(
         tx,
         blobs,
         sender=SERVER_SENDER,
-        type=str(payload["type"]),
+        type=type,
         ttl_s=ttl_s,
         max_lifetime_s=max_lifetime_s,
         tag=tag,

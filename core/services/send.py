@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter
 
 from core.domain import payloads
-from core.domain.delivery_time import delivery_time
+from core.domain.delivery_time import asks_for_later, delivery_time
 from core.domain.notification import PRIORITIES, InvalidFieldError, Notification, parse_notification
 from core.domain.secrets import new_prefixed_id
 from core.domain.urgent import UrgentReceipt, may_repeat
@@ -27,7 +27,7 @@ from core.queue import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S
 from core.runtime.ahead import Planned, charged_ahead
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
-from core.services import attachments, receipts
+from core.services import attachments, receipts, scheduled
 from core.services.account_devices import AccountDevice, account_devices
 from core.services.attachments import SealedAttachment
 from core.services.delivery import Addressee, send_server_messages
@@ -53,6 +53,12 @@ class SendOut(Limited):
     receipt: str | None = Field(
         default=None, description="With priority urgent and repeat: poll it at GET /v1/receipts/{id}"
     )
+    scheduled: bool | None = Field(
+        default=None, description="true when sent with delay or at: kept sealed until deliver_at (HTTP 202)"
+    )
+    deliver_at: int | None = Field(
+        default=None, description="With scheduled: the Unix second it will be delivered at"
+    )
 
 
 @dataclass(slots=True)
@@ -68,6 +74,7 @@ class _Composed:
     encoded: bytes
     devices: list[AccountDevice]
     warnings: list[str]
+    deliver_at: int | None  # a scheduled send's time (``core.services.scheduled``)
 
 
 def _compose(
@@ -76,15 +83,21 @@ def _compose(
     """Everything a send does before its charge; refuses as the send does (nothing charged)."""
     principal.require_scope(SCOPE_NOTIFICATIONS_SEND)
     note = checked_notification(fields)
-    _refuse_scheduled(fields, tx.now())
+    now = tx.now()
+    with field_error():
+        deliver_at = delivery_time(fields, now, tx.settings.delay_min_s)
+    if deliver_at is not None and may_repeat(fields):
+        raise RelayError(
+            "delay_unsupported", "An urgent send that repeats until acknowledged is sent at once, not later."
+        )
     _check_priority_cap(principal, note.priority)
     urgent = receipts.prepare(tx, principal, fields, note.priority)  # None unless it repeats
     msg_id = new_prefixed_id("msg")
-    now = tx.now()
     attachment_id = new_prefixed_id("att")
     reference = attachments.reference(attachment, attachment_id) if attachment is not None else None
-    # A repeating alert keeps the true time: the phone counts its repeats from it.
-    sent_at = note.timestamp if note.timestamp is not None and urgent is None else now
+    # A repeating alert keeps the true time: the phone counts its repeats from it. A scheduled
+    # one says it was sent when it is delivered.
+    sent_at = note.timestamp if note.timestamp is not None and urgent is None else deliver_at or now
     payload = payloads.notification(
         note, msg_id=msg_id, sent_at=sent_at, sender=principal.sender_id, attachment=reference, urgent=urgent
     )
@@ -95,7 +108,11 @@ def _compose(
     devices, warnings = resolve_targets(tx, principal.account_id, note.devices)
     if attachment is not None:
         attachments.check_room(tx, principal.account_id, attachment)
-    return _Composed(note, urgent, msg_id, now, attachment_id, payload, encoded, devices, warnings)
+    if deliver_at is not None:
+        scheduled.check_room(tx, principal, note.sequence_id or msg_id)
+    return _Composed(
+        note, urgent, msg_id, now, attachment_id, payload, encoded, devices, warnings, deliver_at
+    )
 
 
 def _dispatch(
@@ -109,22 +126,36 @@ def _dispatch(
     """The send's charge, then its envelopes queued and pushed, its receipt kept; its answer."""
     rate_limit, monthly = charge_send_class(tx, principal, ip)
     note, devices = send.note, send.devices
+    life = min(note.ttl, NOTIFICATION_LIFETIME_S)
     if attachment is not None:  # it lives as long as the notification's queue entries
-        life = min(note.ttl, NOTIFICATION_LIFETIME_S) if note.ttl > 0 else LIVE_GRACE_S
+        expires_at = (send.deliver_at or send.now) + (life if note.ttl > 0 else LIVE_GRACE_S)
         attachments.park(
-            tx, principal.account_id, attachment, attachment_id=send.attachment_id, expires_at=send.now + life
+            tx, principal.account_id, attachment, attachment_id=send.attachment_id, expires_at=expires_at
         )
-    send_server_messages(
-        tx,
-        [Addressee(device, send.msg_id, device.push_target()) for device in devices],
-        send.payload,
-        push_type="notification",
-        ttl_s=note.ttl,
-        high_priority=note.priority not in NORMAL_PRIORITIES,
-        max_lifetime_s=NOTIFICATION_LIFETIME_S,
-        encoded=send.encoded,
-        account_id=principal.account_id,
-    )
+    if send.deliver_at is not None:
+        scheduled.keep(
+            tx,
+            principal,
+            devices,
+            send.encoded,
+            msg_id=send.msg_id,
+            sequence_id=note.sequence_id or send.msg_id,
+            deliver_at=send.deliver_at,
+            ttl_s=life,
+            high_priority=note.priority not in NORMAL_PRIORITIES,
+        )
+    else:
+        send_server_messages(
+            tx,
+            [Addressee(device, send.msg_id, device.push_target()) for device in devices],
+            send.payload,
+            push_type="notification",
+            ttl_s=note.ttl,
+            high_priority=note.priority not in NORMAL_PRIORITIES,
+            max_lifetime_s=NOTIFICATION_LIFETIME_S,
+            encoded=send.encoded,
+            account_id=principal.account_id,
+        )
     if send.urgent is not None:
         ids = [device.device_id for device in devices]
         receipts.keep(
@@ -144,6 +175,8 @@ def _dispatch(
         rate_limit=rate_limit,
         monthly=monthly,
         receipt=send.urgent.receipt_id if send.urgent is not None else None,
+        scheduled=True if send.deliver_at is not None else None,
+        deliver_at=send.deliver_at,
     )
 
 
@@ -158,8 +191,8 @@ def _plan_send(
 ) -> Planned | None:
     """A send taken as far as its charge, to be charged with the group's other sends
     (``core.runtime.ahead``); ``None`` for one whose part before it reads what another send of the
-    group may write: the account's parked attachments, its urgent receipts."""
-    if attachment is not None or may_repeat(fields):
+    group may write: the account's parked attachments, its urgent receipts, its scheduled sends."""
+    if attachment is not None or may_repeat(fields) or asks_for_later(fields):
         return None
     send = _compose(tx, principal, fields, None)
     finish = functools.partial(_dispatch, principal=principal, ip=ip, attachment=None, send=send)
@@ -214,15 +247,6 @@ def field_error() -> Iterator[None]:
 
 def field_relay_error(error: InvalidFieldError) -> RelayError:
     return RelayError(error.code, error.message, details=error.details)
-
-
-def _refuse_scheduled(fields: Mapping[str, Any], now: int) -> None:
-    """A send that asks to be delivered later (``delay``, ``at``): its time is read (400
-    ``invalid_delay``), then refused, as scheduled delivery is not offered yet: never sent at once."""
-    with field_error():
-        deliver_at = delivery_time(fields, now)
-    if deliver_at is not None:
-        raise RelayError("delay_unsupported", details={"deliver_at": deliver_at})
 
 
 def _check_priority_cap(principal: Principal, priority: str) -> None:

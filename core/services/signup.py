@@ -9,6 +9,9 @@
   used or expired. The default for any other public URL.
 - ``closed``: no new phones (403 ``registration_closed``), invites or not.
 
+``registration_closed`` names the mode (``details.registration``: ``invite`` or ``closed``), so a
+new phone can ask for an invite, or say that none would help.
+
 Invites are single use, live ``INVITE_TTL_S`` and are kept as SHA-256 digests only. A phone mints
 them with its device credential (``POST /v1/invites``, at most ``MAX_LIVE_INVITES`` live per
 account); the operator with ``relaybox invite``, on the server's database, for a server whose
@@ -65,7 +68,7 @@ def admit_phone(tx: Tx, *, device_id: str, invite: str | None) -> None:
     the module): an invite it brings is used up, the first phone claims the server."""
     mode = tx.settings.effective_registration
     if mode == "closed":
-        raise RelayError("registration_closed")
+        raise _closed(mode)
     if invite is not None:
         if _redeem(tx, invite):
             _claim(tx, device_id)
@@ -77,12 +80,16 @@ def admit_phone(tx: Tx, *, device_id: str, invite: str | None) -> None:
         _claim(tx, device_id)
         return
     if not _claim(tx, device_id):
-        raise RelayError("registration_closed")
+        raise _closed(mode)
+
+
+def _closed(mode: str) -> RelayError:
+    return RelayError("registration_closed", details={"registration": mode})
 
 
 def _mint(tx: Tx, account_id: str | None) -> InviteOut:
     if tx.settings.effective_registration == "closed":
-        raise RelayError("registration_closed")
+        raise _closed("closed")
     now = tx.now()
     if account_id is not None:
         live = tx.session.execute(

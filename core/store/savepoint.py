@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, exc
 from sqlmodel import Session
 
 from core.store.prepared import run_on_driver
@@ -83,7 +83,10 @@ def in_transaction(session: Session) -> bool:
     PostgreSQL one a failed statement left to be rolled back to a savepoint counts)."""
     if not session.in_transaction() or not session.is_active:
         return False
-    driver = session.connection().connection.driver_connection
+    try:
+        driver = session.connection().connection.driver_connection
+    except exc.PendingRollbackError:  # the connection was lost (invalidated): so was the transaction
+        return False
     status = _postgres_status(driver)
     if status is not None:
         return status in _POSTGRES_IN_TRANSACTION

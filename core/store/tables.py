@@ -10,6 +10,10 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+# Sends asked for later, sealed per device until their time.
+from core.store.scheduled_tables import ScheduledEnvelope as ScheduledEnvelope
+from core.store.scheduled_tables import ScheduledNotification as ScheduledNotification
+
 # Who may register a phone: the server's claim and its invites.
 from core.store.signup_tables import Invite as Invite
 from core.store.signup_tables import ServerClaim as ServerClaim

@@ -7,8 +7,8 @@ by a virtual phone) and streams every response (SSE included) back as it arrives
 its own Host and Origin to the server's and passes any other value through untouched, so
 ``dns-rebinding-protection`` still reaches the server with its forged headers.
 
-Only the fixture-free scenarios run (README, "MCP conformance"); the checks expected to fail are in
-``expected-failures.yml`` beside this file, each with its reason. The suite and Node 22 come from
+Only the fixture-free scenarios run (docs/connector.md, "MCP conformance"); the checks expected to
+fail are in ``expected-failures.yml`` beside this file, each with its reason. The suite and Node 22 come from
 ``.tools`` (``python3 dev.py test`` installs them with npm); without them these tests skip, or fail
 with ``RELAYBOX_REQUIRE_SERVICES=1``.
 """

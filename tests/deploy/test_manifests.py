@@ -476,8 +476,9 @@ def test_the_dockerfile_copies_every_package_the_project_installs() -> None:
 
 
 def test_legacy_mcp_sessions_stay_on_one_pod_through_the_service_and_the_ingress() -> None:
-    """Legacy MCP sessions live in one process (README, "Deployment"): the Ingress pins a client
-    with a cookie on /mcp, and the Service pins direct traffic by client address."""
+    """Legacy MCP sessions live in one process (docs/operations.md, "MCP sessions and session
+    affinity"): the Ingress pins a client with a cookie on /mcp, and the Service pins direct traffic
+    by client address."""
     service, ingress = k8s("Service"), k8s("Ingress")
     assert service["spec"]["sessionAffinity"] == "ClientIP"
     annotations = ingress["metadata"]["annotations"]

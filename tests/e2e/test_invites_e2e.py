@@ -1,7 +1,8 @@
 """Sign-up by invite with the real commands: a ``relaybox serve`` with ``RELAYBOX_REGISTRATION=invite``;
 the first CLI phone claims it, a second is refused and told how to get an invite, registers with
 one from ``relaybox phone invite``, and that invite does not work twice; the operator's
-``relaybox invite``, run on the server's data folder, admits one more."""
+``relaybox invite``, run on the server's data folder, admits one more. Both print the web app's
+invite link too."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def test_the_first_phone_claims_and_the_next_ones_come_by_invite(
     assert made.returncode == 0, made.stderr
     invite = made.stdout.strip()
     assert invite.startswith("rbi_") and "--invite INVITE" in made.stderr
+    assert f"or open in its browser: {relaybox_process.url}/app/#invite={invite}\n" in made.stderr
     status, out, err = register(cli, tmp_path, "second", "--invite", invite)
     assert status == 0, err
     assert "registered phone" in out
@@ -54,4 +56,5 @@ def test_the_first_phone_claims_and_the_next_ones_come_by_invite(
     operator = cli.run("invite", "--data-dir", tmp_path / "server" / "data", timeout=60)
     assert operator.returncode == 0, operator.stderr
     assert "registration here is invite" in operator.stderr
+    assert f"/app/#invite={operator.stdout.strip()}\n" in operator.stderr  # the web app's invite link
     assert register(cli, tmp_path, "third", "--invite", operator.stdout.strip())[0] == 0

@@ -7,7 +7,7 @@ virtual phone (``relaybox phone run``): text decrypted, files saved byte for byt
   which Pushover's receipt route says so.
 - The ``gotify`` package from PyPI (it speaks httpx to the server; nothing leaves the machine).
 - ntfy's documented ``curl`` examples, run with the real ``curl``: headers, query parameters, JSON,
-  attachments, and delay (refused until scheduled delivery is offered).
+  attachments, and delay (scheduled: ``test_scheduled_e2e.py`` sees it arrive at its time).
 """
 
 from __future__ import annotations
@@ -245,8 +245,10 @@ def test_ntfys_documented_curl_examples(cli: Cli, phone: Phone, tmp_path: Path) 
         == "https://homecamera.lan/xasds1h2xsSsa/"
     )
 
+    asked_at = int(time.time())
     later = curl(cli, *auth, "-H", "In: 30min", "-d", "in half an hour", f"{base}/reminders")
-    assert (later["_status"], later["relaybox"]["code"]) == (400, "delay_unsupported")
+    assert later["_status"] == 200 and later["relaybox"]["scheduled"] is True, later
+    assert asked_at + 1800 <= later["time"] <= int(time.time()) + 1800  # ntfy's time: when it goes
     natural = curl(cli, *auth, "-H", "At: tomorrow, 10am", "-d", "Good morning", f"{base}/hello")
     assert (natural["_status"], natural["relaybox"]["code"]) == (400, "invalid_delay")
     email = curl(cli, *auth, "-H", "Email: phil@example.com", "-d", "mail me", f"{base}/alerts")

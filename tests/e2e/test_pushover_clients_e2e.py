@@ -1,5 +1,5 @@
 """Acceptance: the Pushover client libraries people already use, unmodified, against a running
-relaybox — only their base URL pointed at it, as the README says — and what each sent is checked
+relaybox — only their base URL pointed at it, as docs/api.md says — and what each sent is checked
 where it matters: on the virtual phone (``relaybox phone run``), text decrypted, image saved
 byte for byte.
 

@@ -1,7 +1,8 @@
 """Writes the committed screenshots in docs/screenshots/: the landing page and the API docs, and the
-web app as the phone (set-up, the inbox, a question, an attachment, an urgent alert, and the Pair,
-Tokens, Assistants and Settings views), at a phone's size (390 x 844 CSS pixels, 2x, touch), light
-and dark, from a relaybox on loopback.
+web app as the phone (set-up, the inbox, a question, an attachment, an urgent alert, the Pair,
+Tokens, Assistants and Settings views, an invite made, and set-up asking for an invite or opened by
+an invite link), at a phone's size (390 x 844 CSS pixels, 2x, touch), light and dark, from a
+relaybox on loopback whose registration is by invite.
 
     .venv/bin/python -m tests.webapp.screenshots
 
@@ -41,7 +42,8 @@ def main() -> None:
         try:
             for scheme in ("light", "dark"):
                 with tempfile.TemporaryDirectory() as data:
-                    app = create_app(explicit_settings(data_dir=Path(data)))
+                    settings = explicit_settings(data_dir=Path(data), registration="invite")
+                    app = create_app(settings)  # by invite, as a server on the internet
                     with serve_in_thread(app) as url:
                         pages(browser, url, scheme)
                         phone_shots(browser, url, scheme)
@@ -164,6 +166,30 @@ def phone_shots(browser: Browser, url: str, scheme: str) -> None:
     for name in ("Assistants", "Settings"):
         view(page, name)
         shoot(page, f"app-{name.lower()}-{scheme}")
+    page.get_by_role("button", name="Make an invite").click()
+    page.get_by_role("button", name="Copy link").click()
+    page.locator("#invite-copy-status").filter(has_text="co").wait_for()
+    page.locator("#new-invite").evaluate("box => box.scrollIntoView({ block: 'center' })")
+    shoot(page, f"app-invite-{scheme}")
+    link = page.locator("#invite-link").inner_text()
+    context.close()
+    invited_phone_shot(browser, link, scheme)
+
+
+def invited_phone_shot(browser: Browser, link: str, scheme: str) -> None:
+    """Set-up on a new phone: refused without an invite, then opened by an invite link."""
+    context = browser.new_context(**SCREEN, color_scheme=scheme)  # type: ignore[arg-type]
+    page = context.new_page()
+    page.goto(link.split("#")[0])
+    page.get_by_label("Name this device").fill("Sam's phone")
+    page.get_by_role("button", name="This is my phone").click()
+    page.get_by_label("Invite", exact=True).wait_for()
+    shoot(page, f"app-setup-refused-{scheme}")
+    page = context.new_page()
+    page.goto(link)
+    page.get_by_label("Invite", exact=True).wait_for()
+    page.get_by_label("Name this device").fill("Sam's phone")
+    shoot(page, f"app-setup-invite-{scheme}")
     context.close()
 
 

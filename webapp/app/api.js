@@ -1,13 +1,14 @@
 // The /v1 routes the web app calls, with this browser's device credential. An error answer becomes
-// an ApiError with the server's stable code and readable message (never its JSON), and for a 429
-// the seconds its Retry-After asks to wait.
+// an ApiError with the server's stable code, readable message (never its JSON) and details, and for
+// a 429 the seconds its Retry-After asks to wait.
 
 export class ApiError extends Error {
-  constructor(status, code, message, retryAfter = 0) {
+  constructor(status, code, message, retryAfter = 0, details = {}) {
     super(message);
     this.status = status;
     this.code = code;
     this.retryAfter = retryAfter;
+    this.details = details;
   }
 }
 
@@ -39,7 +40,10 @@ export async function call(method, path, { token, body } = {}) {
 
 function asError(status, data) {
   const error = data && data.error;
-  if (error && typeof error === "object") return new ApiError(status, error.code, error.message || error.code);
+  if (error && typeof error === "object") {
+    const details = error.details && typeof error.details === "object" ? error.details : {};
+    return new ApiError(status, error.code, error.message || error.code, 0, details);
+  }
   if (typeof error === "string") return new ApiError(status, error, data.message || "Not allowed.");
   return new ApiError(status, "http_" + status, `The server answered ${status}.`);
 }

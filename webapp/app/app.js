@@ -3,13 +3,16 @@
 // the phone sends it. Every failure is shown as a sentence, never as JSON.
 import { ApiError } from "/app/api.js";
 import { describe, safetyNumberWithPhone, startPairing, waitForPhone } from "/app/computer.js";
-import { openFrame, registerPhone } from "/app/phone.js";
+import { takeInviteFromLink } from "/app/invites.js";
+import { openFrame } from "/app/phone.js";
 import { showPhone } from "/app/phone_view.js";
+import { offerPhoneSetUp } from "/app/setup.js";
 import "/app/store.js";
 import { follow } from "/app/stream.js";
-import { $, clearProblem, element, fieldError, guarded, problem, sentence } from "/app/ui.js";
+import { $, clearProblem, element, guarded, problem, sentence, showProblem } from "/app/ui.js";
 
 const store = globalThis.relayboxStore;
+const ALREADY_SET_UP = "This browser is already set up here, so the invite link was not used: open it on the new phone.";
 
 function missingFeatures() {
   const needs = [
@@ -69,24 +72,20 @@ async function start() {
   if ("serviceWorker" in navigator) {
     await navigator.serviceWorker.register("/app/sw.js", { scope: "/app/" });
   }
+  const invite = takeInviteFromLink();
   const identity = await store.load();
-  if (identity && identity.role === "phone") return showPhone(identity);
-  if (identity && identity.role === "computer") return showComputer(identity);
+  if (identity) {
+    await (identity.role === "phone" ? showPhone(identity) : showComputer(identity));
+    if (invite) showProblem(ALREADY_SET_UP); // once the views are drawn, which clears problems
+    return;
+  }
   $("setup").hidden = false;
   const nameField = $("device-name");
   $("choose-computer").addEventListener("click", guarded(async () => {
     const name = nameField.value.trim();
     await pairAsComputer(!name || name === "My phone" ? "Browser" : name);
   }));
-  $("phone-form").addEventListener("submit", guarded(async () => {
-    const name = nameField.value.trim() || "My phone";
-    try {
-      await showPhone(await registerPhone(name));
-    } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      fieldError(nameField, sentence(error));
-    }
-  }));
+  $("phone-form").addEventListener("submit", guarded(offerPhoneSetUp(invite)));
 }
 
 start().catch(problem);

@@ -1,18 +1,21 @@
 // The web phone's other views: Pair (a computer's pairing code or an assistant's consent code,
 // and the devices paired), Tokens (create, copy, revoke), Assistants (the connector grants) and
-// Settings (notifications, sound, this phone). Each view shows the state it is about: the lists
-// are read again whenever the view opens, the token list on every token change, the assistants
-// list while a confirmed consent waits for the person's choice on the assistant's page, and the
-// notification status from the browser and the server whenever the view opens.
+// Settings (notifications, sound, invites (invites.js), this phone). Each view shows the state it
+// is about: the lists are read again whenever the view opens, the token list on every token
+// change, the assistants list while a confirmed consent waits for the person's choice on the
+// assistant's page, and the notification status from the browser and the server whenever the
+// view opens.
 import { blocked, sound, unlock } from "/app/alarm.js";
 import { ApiError, call } from "/app/api.js";
+import { initInvites } from "/app/invites.js";
 import { confirmCode, curlLine, grants, tokens } from "/app/phone.js";
-import { $, button, element, emptyRow, fieldError, guarded, sentence } from "/app/ui.js";
+import { $, button, copyText, element, emptyRow, fieldError, guarded, sentence } from "/app/ui.js";
 import { fromBase64Url } from "/static/relaybox-wire.js";
 
 const CONSENT_WATCH_MS = 10 * 60_000; // how long a confirmed consent may wait for its Allow
 const CONSENT_POLL_MS = 2_000;
 let consentWatch = null;
+let pushRefusal = ""; // the server's refusal of this browser's push service, until a try succeeds
 
 function row(text, action) {
   const li = element("li", "row");
@@ -150,18 +153,7 @@ function initTokens(identity) {
     $("new-token").hidden = false;
     await drawTokens(identity);
   }));
-  $("copy-token").addEventListener("click", async () => {
-    const status = $("copy-status");
-    try {
-      await navigator.clipboard.writeText($("new-token-value").textContent);
-      status.className = "copy-status";
-      status.textContent = "Copied.";
-    } catch {
-      getSelection().selectAllChildren($("new-token-value"));
-      status.className = "copy-status failed";
-      status.textContent = "This browser did not allow copying: the token is selected, copy it by hand.";
-    }
-  });
+  $("copy-token").addEventListener("click", () => copyText($("new-token-value"), $("copy-status"), "the token"));
 }
 
 /** The notification status, from this browser (permission, subscription) and the server. */
@@ -179,9 +171,8 @@ export async function drawPush(identity) {
     const subscription = await registration.pushManager.getSubscription();
     const device = await call("GET", "/v1/devices/me", { token: identity.token });
     on = Notification.permission === "granted" && Boolean(subscription) && device.push === "web_push";
-    text = on
-      ? "Notifications are on, also when this page is closed."
-      : "Notifications are off: you see what arrives only while this page is open.";
+    if (on) text = "Notifications are on, also when this page is closed.";
+    else text = pushRefusal || "Notifications are off: you see what arrives only while this page is open.";
   }
   state.textContent = text;
   enable.hidden = on || Notification.permission === "denied";
@@ -202,8 +193,29 @@ async function enablePush(identity) {
   }
   const { keys } = subscription.toJSON();
   const body = { web_push: { endpoint: subscription.endpoint, p256dh: keys.p256dh, auth: keys.auth } };
-  await call("PATCH", "/v1/devices/me", { token: identity.token, body });
+  try {
+    await call("PATCH", "/v1/devices/me", { token: identity.token, body });
+    pushRefusal = "";
+  } catch (error) {
+    if (!(error instanceof ApiError && error.code === "push_endpoint_not_allowed")) throw error;
+    pushRefusal = refusedPushService(subscription.endpoint);
+    await subscription.unsubscribe().catch(() => {}); // a subscription nothing pushes to
+  }
   return drawPush(identity);
+}
+
+/** Why notifications stay off when the server refuses this browser's push service: its outbound
+ * policy sends only to the push services browsers commonly use, unless its operator adds more. */
+function refusedPushService(endpoint) {
+  let host = "";
+  try {
+    host = new URL(endpoint).hostname;
+  } catch {
+    host = "";
+  }
+  const service = host ? `This browser's push service (${host})` : "This browser's push service";
+  return `${service} is not one this server sends to: it sends only to the push services browsers commonly use. ` +
+    `Its operator can add this one (RELAYBOX_WEB_PUSH_HOSTS). Until then you see what arrives only while this page is open.`;
 }
 
 /** Whether sound can play, here and in the inbox's banner. */
@@ -236,6 +248,7 @@ export function initViews(identity, build) {
   initPair(identity);
   initTokens(identity);
   initSettings(identity, build);
+  initInvites(identity);
   drawPush(identity).catch(() => {}); // the inbox's banner says whether notifications are on
   return async (view) => {
     if (view === "tokens") await drawTokens(identity);

@@ -22,7 +22,12 @@ export function sentence(error) {
 
 /** Show a problem that belongs to no field, at the top of the page, until dismissed. */
 export function problem(error) {
-  $("problem-text").textContent = sentence(error);
+  showProblem(sentence(error));
+}
+
+/** Show `text` where `problem` does. */
+export function showProblem(text) {
+  $("problem-text").textContent = text;
   $("problem").hidden = false;
 }
 
@@ -67,6 +72,20 @@ export function button(label, onClick, className = "button small") {
     }),
   );
   return made;
+}
+
+/** Copy the text of `source` (an element) and say in `status` whether it worked; where the
+ * browser refuses, select it for copying by hand. `what` names it ("the token"). */
+export async function copyText(source, status, what) {
+  try {
+    await navigator.clipboard.writeText(source.textContent);
+    status.className = "copy-status";
+    status.textContent = "Copied.";
+  } catch {
+    getSelection().selectAllChildren(source);
+    status.className = "copy-status failed";
+    status.textContent = `This browser did not allow copying: ${what} is selected, copy it by hand.`;
+  }
 }
 
 /** A time as this phone shows it: "14:05" today, else "12 Mar 14:05". */

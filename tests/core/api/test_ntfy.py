@@ -265,16 +265,22 @@ def test_a_topic_outside_ntfys_names_is_refused(http: httpx.Client, token: str) 
     assert http.post("/" + "t" * 65, content="m", headers=bearer(token)).status_code == 404
 
 
-def test_delay_is_read_and_refused_never_delivered_at_once(
+def test_delay_schedules_the_message_and_the_answer_says_when(
     http: httpx.Client, core: Core, phone: FakeDevice, token: str
 ) -> None:
     now = int(core.clock.now())
-    for headers in ({"Delay": "30min"}, {"X-At": str(now + 3600)}, {"In": "1h"}):
-        expected = now + (1800 if "Delay" in headers else 3600)
-        body = refused(
-            http.post("/t", content="m", headers={**bearer(token), **headers}), 400, "delay_unsupported"
-        )
-        assert body["relaybox"]["details"] == {"deliver_at": expected}
+    sent = [
+        ({"Delay": "30min"}, "/t", now + 1800),
+        ({"X-At": str(now + 3600)}, "/t", now + 3600),
+        ({"In": "1h"}, "/t", now + 3600),
+        ({}, "/t?in=2h", now + 7200),
+    ]
+    for headers, path, expected in sent:
+        answer = http.post(path, content="m", headers={**bearer(token), **headers})
+        body = answer.json()
+        assert answer.status_code == 200 and body["time"] == expected, answer.text  # ntfy's: when it goes
+        assert body["relaybox"]["scheduled"] is True and body["relaybox"]["deliver_at"] == expected
+    assert queued_payloads(core, phone) == []  # nothing yet: each waits for its time
     refused(http.post("/t?delay=tomorrow,+10am", content="m", headers=bearer(token)), 400, "invalid_delay")
     refused(http.post("/", json={"topic": "t", "delay": "5s"}, headers=bearer(token)), 400, "invalid_delay")
     assert queued_payloads(core, phone) == []

@@ -61,6 +61,7 @@ def test_by_invite_the_first_phone_claims_and_each_further_one_needs_a_fresh_inv
 
     second = http.post("/v1/devices", json=phone_body())
     assert (second.status_code, error_code(second)) == (403, "registration_closed")
+    assert second.json()["error"]["details"] == {"registration": "invite"}  # an invite would do
 
     invite = invite_from(http, first)
     assert str(invite["invite"]).startswith("rbi_")
@@ -132,8 +133,10 @@ def test_closed_takes_no_phone_and_makes_no_invite(settings: Settings, clock: Ma
             for body in (phone_body(), phone_body(invite=invite)):
                 refused = http.post("/v1/devices", json=body)
                 assert (refused.status_code, error_code(refused)) == (403, "registration_closed")
+                assert refused.json()["error"]["details"] == {"registration": "closed"}  # none would do
             minted = http.post("/v1/invites", headers=phone.auth)
             assert (minted.status_code, error_code(minted)) == (403, "registration_closed")
+            assert minted.json()["error"]["details"] == {"registration": "closed"}
             assert http.get("/v1/devices/me", headers=phone.auth).status_code == 200  # it keeps working
     finally:
         closed.engine.dispose()

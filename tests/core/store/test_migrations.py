@@ -130,7 +130,7 @@ def test_web_push_subscriptions_move_to_push_registrations_and_back(engine: Engi
 def test_account_devices_are_read_each_send_again_and_the_versions_come_back_on_a_downgrade(
     engine: Engine,
 ) -> None:
-    """0026: 0022's version table and triggers go; a downgrade to 0025 makes them again."""
+    """0027: 0022's version table and triggers go; a downgrade to 0026 makes them again."""
 
     def named_like_versions() -> list[str]:
         with engine.connect() as connection:
@@ -140,7 +140,7 @@ def test_account_devices_are_read_each_send_again_and_the_versions_come_back_on_
             return sorted(str(name) for (name,) in rows)
 
     assert named_like_versions() == []
-    _downgrade(engine, "0025")
+    _downgrade(engine, "0026")
     try:
         assert "account_device_versions" in named_like_versions()
         assert "account_device_versions_device_added" in named_like_versions()

@@ -1,4 +1,4 @@
-"""SQLite: a send to several devices of one account is one queue row (``core.services.queue_packed``):
+"""SQLite: a send to several devices of one account is one queue row (``core.queue._packed``):
 each device reads its own entry from it, a full queue passes it by its floor, the row goes once no
 device still has it, a removed device is taken out of it, and migration 0021's downgrade gives each
 device its row back."""

@@ -6,12 +6,13 @@ transaction."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Engine, func, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import Engine, func, select, text
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import Session
 
+from core.availability import as_unavailable
 from core.runtime.core import Core
-from core.store.database import session_scope
+from core.store.database import make_engine, session_scope
 from core.store.savepoint import NAME, in_savepoint, in_transaction
 from core.store.tables import Account
 
@@ -91,3 +92,23 @@ def test_a_savepoint_that_cannot_be_ended_is_sqlalchemys_error_and_ends_the_tran
             in_savepoint(session, add_release_its_savepoint_then_refuse)
         assert not in_transaction(session)  # b1 and b2 cannot be undone alone: nothing is kept
     assert accounts(engine) == set()
+
+
+def test_a_transaction_whose_connection_was_lost_is_not_in_transaction(postgres_database: str) -> None:
+    """A write of a group that failed because PostgreSQL went away (a restart, an administrator's
+    kill) ends the whole group: asking whether the transaction lives answers no rather than raising
+    SQLAlchemy's PendingRollbackError, so each write fails with the disconnect, a 503 (once a 500)."""
+    engine = make_engine(postgres_database)
+    try:
+        with engine.connect() as killer, Session(engine) as session:
+            pid = session.connection().execute(text("SELECT pg_backend_pid()")).scalar_one()
+            assert in_transaction(session)
+            killer.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            killer.commit()
+            with pytest.raises(DBAPIError) as raised:
+                session.connection().execute(text("SELECT 1"))
+            assert raised.value.connection_invalidated
+            assert not in_transaction(session)
+            assert as_unavailable(raised.value) is not None
+    finally:
+        engine.dispose()

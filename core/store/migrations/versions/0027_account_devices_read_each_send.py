@@ -2,8 +2,8 @@
 account's devices between sends saved 2.6 µs a device in-process and nothing measurable served
 (``bench/README.md``); a send reads them again, in one statement.
 
-Revision ID: 0026
-Revises: 0025
+Revision ID: 0027
+Revises: 0026
 Create Date: 2026-12-07 20:00:00.000000
 """
 
@@ -12,8 +12,8 @@ from importlib import import_module
 
 from alembic import op
 
-revision: str = "0026"
-down_revision: str | None = "0025"
+revision: str = "0027"
+down_revision: str | None = "0026"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
