@@ -15,8 +15,8 @@ from starlette.testclient import TestClient
 
 from core.domain.envelope import open_envelope
 from core.domain.keys import generate_keypair
+from core.queue._packed import entry_of
 from core.runtime.core import Core
-from core.services.queue_packed import entry_of
 from core.store.tables import Device, QueueCount, QueuedEnvelope
 
 # Starlette's TestClient (in process) or an httpx client of a live server.
@@ -116,7 +116,7 @@ def _holds(value: object, marker: str) -> bool:
 
 def queued_rows(engine: Engine, device_id: str, type: str | None = None) -> list[QueuedEnvelope]:
     """A device's queue entries as stored, oldest first; only those of ``type`` when given. An entry
-    in a packed row (SQLite, ``core.services.queue_packed``) comes as a row of its own, with its seq
+    in a packed row (SQLite, ``core.queue._packed``) comes as a row of its own, with its seq
     and blob; packed entries below the device's floor (trimmed) are left out."""
     with Session(engine) as session:
         own = select_rows(QueuedEnvelope).where(col(QueuedEnvelope.recipient_device_id) == device_id)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, get_args
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol, get_args
 
 import anyio
 
-from core.credentials import CREDENTIALS_TOPIC, device_tag, revocation_message
+from core.adapters.fanout.base import Fanout
+from core.adapters.push.router import PushRouter
+from core.adapters.storage.base import ObjectStore
+from core.credentials import CREDENTIALS_TOPIC, CredentialCache, device_tag, revocation_message
 from core.principal import Principal
 from core.runtime.events import (
     CredentialsRevoked,
@@ -29,17 +32,27 @@ from core.runtime.events import (
     device_topic,
 )
 
-if TYPE_CHECKING:
-    from core.runtime.core import Core
-
 log = logging.getLogger("relaybox.core")
 FanoutMessages = tuple[tuple[str, str], ...]  # (topic, message), to publish
 Handler = Callable[[Any], Awaitable[FanoutMessages]]
 NOTHING: FanoutMessages = ()
 
 
+class CoreParts(Protocol):
+    """What of the Core the handlers use (``core.runtime.core.Core`` has it)."""
+
+    fanout: Fanout
+    credentials: CredentialCache
+    push: PushRouter
+    objects: ObjectStore
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None: ...
+
+    async def run(self, op: Any, principal: Principal, /, *args: Any, **kw: Any) -> Any: ...
+
+
 class AfterCommit:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: CoreParts) -> None:
         self.core = core
         self.handlers: dict[type[Event], Handler] = {
             EnvelopesQueued: self._wake_recipients,

@@ -10,7 +10,7 @@ from core.adapters.push.base import PushMessage, PushTarget
 
 
 class WakeUpMessages(Protocol):
-    """What makes a queue entry's wake-up message (``core.services.queue_wake.WakeUps``, one for
+    """What makes a queue entry's wake-up message (``core.queue.WakeUps``, one for
     the entries of one sender and type)."""
 
     def message(self, seq: int, prev: int, blob: bytes) -> str: ...
@@ -19,7 +19,7 @@ class WakeUpMessages(Protocol):
 @dataclass(frozen=True, slots=True)
 class EnvelopesQueued:
     """Blobs were appended to devices' queues (one write's, a blob to each device): wake each
-    device's open streams with its message (``core.services.queue_wake``). ``entries``: (device id,
+    device's open streams with its message (``core.queue``). ``entries``: (device id,
     seq, prev seq, blob) of each; one event for all of a send's devices. The messages are made
     after commit, by ``wake_ups``, and only for the devices someone may be listening for."""
 

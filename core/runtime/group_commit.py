@@ -25,7 +25,7 @@ one statement, in the order ``lock_recipients`` uses: a group then takes its row
 does, all at once and in order, so two groups (two replicas) or a group and a lone send cannot
 deadlock, which locking send after send in one transaction could. The same statement reads what a
 send reads of those devices and their push registrations, for every send of the group: so no write
-of a group may change a device or a push registration (none does: sends, relays, clears).
+of a group may change a device or a push registration (``group_transaction`` refuses one that does).
 
 An operation whose ORM flush may fail (a unique constraint used as a check) must not be marked:
 the ORM rolls back the whole transaction on a failed flush, failing the group. The marked ones

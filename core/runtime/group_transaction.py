@@ -31,7 +31,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, event
 from sqlmodel import Session
 
 from core.adapters.limits.recorded import LimiterCall, RecordingLimiter, ReplayingLimiter
@@ -43,6 +43,7 @@ from core.runtime.tx import MakeTx, Outcome, Tx
 from core.store.change_marks import change_mark
 from core.store.database import session_scope
 from core.store.savepoint import in_failed_transaction, in_savepoint, in_transaction
+from core.store.tables import Device, PushRegistration
 
 # A transaction open this long takes no further write: the rest of the group goes in the next one,
 # so that a group under slow writes (a slow Redis, say) stays far within the connection deadline
@@ -126,6 +127,7 @@ def _in_transaction(
     results: Results = []
     try:
         with sqlite_writer or nullcontext(), session_scope(engine) as session:
+            session.info[_GROUP] = True
             if sqlite_writer is None:
                 accounts = Counter(write.principal.account_id for write in writes)
                 lock_devices_of(session, accounts, accounts)
@@ -252,3 +254,20 @@ def _with_savepoints(
 def _bound(write: Write, tx: Tx) -> Callable[[], Any]:
     """The write's operation with everything it is called with."""
     return functools.partial(write.op, tx, write.principal, *write.args, **write.kw)
+
+
+_GROUP = "relaybox_group"  # in a group transaction's session ``info``
+
+
+class GroupRuleBrokenError(RuntimeError):
+    """A ``@group_commit`` write broke the group writer's rule (``core.runtime.group_commit``)."""
+
+
+@event.listens_for(Session, "before_flush")
+def _no_device_changes_in_a_group(session: Session, _context: object, _instances: object) -> None:
+    """The group writer's rule, checked: no write of a group changes a device or a push
+    registration, which the group read once for all of its sends while locking them."""
+    if session.info.get(_GROUP):
+        for row in (*session.new, *session.dirty, *session.deleted):
+            if isinstance(row, Device | PushRegistration):
+                raise GroupRuleBrokenError(f"a @group_commit write changed a {type(row).__name__}")

@@ -27,7 +27,7 @@ T = TypeVar("T")
 LOCKED_DEVICES = "relaybox_locked_devices"
 # In a group's session ``info``, beside ``LOCKED_DEVICES``: by locked device id, how many writes of
 # the group act for its account, so the most entries the group's sends queue to it
-# (``core.services.queue_held``).
+# (``core.queue._held``).
 GROUP_WRITES_TO = "relaybox_group_writes_to"
 
 

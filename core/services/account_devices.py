@@ -1,16 +1,7 @@
-"""An account's devices as a send reads them (``AccountDevice``: with their push registrations),
-kept between sends on SQLite while they do not change.
-
-Every send reads its account's devices. For 22 devices that is 22 rows of nine cells, which cost
-a send about as much a device as its queue write's reads (``bench/README.md``), while an account's
-devices change seldom (a pairing, a removal, a new push token). On SQLite, triggers give the
-account a new random version in ``account_device_versions`` with every change of what a send reads
-(migration 0022), in the transaction that makes it; a send reads that one value and reuses the
-devices it built at the same version. A version is never made twice, so one set by a transaction
-that rolled back never matches again, and each database's versions are its own.
-
-PostgreSQL leaves the table empty: a group of sends reads its accounts' devices in the statement
-that locks them (``ACCOUNT_DEVICE_ROWS``), and a send outside a group reads them itself.
+"""An account's devices as a send reads them (``AccountDevice``: with their push registrations):
+as its group read them while locking them (PostgreSQL, ``ACCOUNT_DEVICE_ROWS``), or read now, in
+one statement. (Keeping them between sends behind version triggers, migration 0022, saved 2.6 µs
+a device in-process and nothing measurable served: migration 0027 took it out.)
 """
 
 from __future__ import annotations
@@ -26,17 +17,13 @@ from core.adapters.push.base import PushTarget
 from core.runtime.group_commit import ACCOUNT_DEVICE_COLUMNS, ACCOUNT_DEVICE_ROWS
 from core.runtime.tx import Tx
 from core.store.prepared import PreparedStatement
-from core.store.tables import AccountDeviceVersion, Device, PushRegistration
-
-KEPT_ACCOUNTS = 4096  # the accounts whose devices this process keeps; past it, it starts afresh
+from core.store.tables import Device, PushRegistration
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs 3x (object.__setattr__)
 class AccountDevice:
     """One of the account's devices, as much of it as a send reads: with its push registrations,
-    read in the same statement (a send then asks nothing more per device). Built once and shared by
-    the sends that read the same version of the account's devices: nothing changes it after
-    ``_built`` has added its registrations."""
+    read in the same statement (a send then asks nothing more per device)."""
 
     device_id: str
     surface_kind: str
@@ -57,7 +44,6 @@ class AccountDevice:
 # before its computers), then by id.
 _DEVICES = Device.__table__  # type: ignore[attr-defined]
 _REGISTRATIONS = PushRegistration.__table__  # type: ignore[attr-defined]
-_VERSIONS = AccountDeviceVersion.__table__  # type: ignore[attr-defined]
 _ACCOUNT_DEVICES = PreparedStatement(
     sql.select(
         *(_DEVICES.c[name] for name in ACCOUNT_DEVICE_COLUMNS),
@@ -68,33 +54,16 @@ _ACCOUNT_DEVICES = PreparedStatement(
     .where(_DEVICES.c.account_id == bindparam("account"))
     .order_by(_DEVICES.c.created_at, _DEVICES.c.surface_kind != "phone", _DEVICES.c.device_id)
 )
-_VERSION = PreparedStatement(
-    sql.select(_VERSIONS.c.version).where(_VERSIONS.c.account_id == bindparam("account"))
-)
-
-# By account id: the version its devices were read at, and the devices built from them.
-_kept: dict[str, tuple[str, Sequence[AccountDevice]]] = {}
 
 
 def account_devices(tx: Tx, account_id: str) -> Sequence[AccountDevice]:
     """The account's devices, in the order they were created: as its group read them while locking
-    them, as kept at the account's current version, or read now."""
+    them, or read now."""
     session = tx.opened_session
     group_read = session.info.get(ACCOUNT_DEVICE_ROWS) if session is not None else None
     if group_read is not None and account_id in group_read:
         return _built(group_read[account_id])
-    connection = tx.connection()
-    version = _VERSION.scalar(connection, account=account_id) if connection.dialect.name == "sqlite" else None
-    if version is not None:
-        kept = _kept.get(account_id)
-        if kept is not None and kept[0] == version:
-            return kept[1]
-    devices = _built(_ACCOUNT_DEVICES.rows(connection, account=account_id))
-    if version is not None:
-        if len(_kept) >= KEPT_ACCOUNTS:
-            _kept.clear()
-        _kept[account_id] = (version, devices)
-    return devices
+    return _built(_ACCOUNT_DEVICES.rows(tx.connection(), account=account_id))
 
 
 def _built(rows: Iterable[tuple[Any, ...]]) -> tuple[AccountDevice, ...]:

@@ -1,4 +1,4 @@
-"""How anything reaches a device: its queue (``core.services.queue``), the push transports, and
+"""How anything reaches a device: its queue (``core.queue``), the push transports, and
 server-composed envelopes. Operations call these inside their transaction; pushes leave after
 commit.
 """
@@ -18,11 +18,11 @@ from sqlmodel import col
 from core.adapters.push.base import PushMessage, PushTarget
 from core.domain import payloads
 from core.domain.canonical import canonical_json
+from core.queue import QUEUE_LIFETIME_S as QUEUE_LIFETIME_S  # the relay and reminders
+from core.queue import enqueue as enqueue  # import these two from here
+from core.queue import enqueue_all
 from core.runtime.events import PushRequested
 from core.runtime.tx import Tx
-from core.services.queue import QUEUE_LIFETIME_S as QUEUE_LIFETIME_S  # the relay and reminders
-from core.services.queue import enqueue as enqueue  # import these two from here
-from core.services.queue import enqueue_all
 from core.store.tables import PushRegistration
 
 SERVER_SENDER = "server"
@@ -148,7 +148,7 @@ def send_server_messages(
 ) -> list[Delivery]:
     """Encrypt a server-composed payload once to each device (distinct devices), put the envelopes
     on their queues in one write (for up to ``ttl_s``, at most ``max_lifetime_s``; ``tag`` pins
-    them, see ``core.services.queue``) and, for a device with a push service, push it too — inline
+    them, see ``core.queue``) and, for a device with a push service, push it too — inline
     as ``push_type`` when it fits the 4 KB limit, else (or when ``push_type`` is None) as a
     ``notify`` wake-up after which the device fetches its queue. A device without one is woken on
     its open stream by the queue event. ``awaited``: see ``Delivery``. ``encoded``: the payload

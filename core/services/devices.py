@@ -16,6 +16,7 @@ from core.domain.keys import PUBLIC_KEY_SCHEMA, InvalidPublicKey, decode_public_
 from core.domain.secrets import digest, new_device_credential, new_uuid
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import queue
 from core.runtime.events import DeviceRevoked
 from core.runtime.group_commit import lock_devices_of
 from core.runtime.marks import read_only
@@ -30,14 +31,12 @@ from core.services.push_registration import (
     prove_push_registration,
     push_route,
 )
-from core.services.queue_packed import unlist_device
 from core.services.signup import admit_phone
 from core.store.tables import (
     Account,
     Device,
     Pair,
     PushRegistration,
-    QueuedEnvelope,
     RegistrationChallenge,
     ScheduledWakeUp,
 )
@@ -230,11 +229,7 @@ def disconnect_device(tx: Tx, principal: Principal) -> None:
         tx.session.delete(pair)
     for table in (RegistrationChallenge, PushRegistration, ScheduledWakeUp):
         tx.session.execute(delete(table).where(col(table.device_id) == device.device_id))
-    tx.session.execute(
-        delete(QueuedEnvelope).where(col(QueuedEnvelope.recipient_device_id) == device.device_id)
-    )
-    if tx.connection().dialect.name == "sqlite":
-        unlist_device(tx.connection(), device.device_id, device.account_id)
+    queue(tx).forget_device(tx, device.device_id)
     tx.session.flush()
     tx.session.delete(device)
     tx.emit(DeviceRevoked(device.device_id))

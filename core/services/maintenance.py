@@ -9,8 +9,8 @@ from sqlmodel import col
 
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
+from core.queue import queue
 from core.runtime.tx import Tx
-from core.services.queue_counts import recount_expiring
 from core.services.receipts import RETENTION_S as RECEIPT_RETENTION_S
 from core.services.transfers import expire_transfers
 from core.store.tables import (
@@ -23,7 +23,6 @@ from core.store.tables import (
     PairResult,
     ParkedAttachment,
     ParkedDocument,
-    QueuedEnvelope,
     Receipt,
     RegistrationChallenge,
     SenderToken,
@@ -56,7 +55,6 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
         "consent_sessions": delete(ConsentSession).where(
             col(ConsentSession.expires_at) <= now - EXPIRED_CODE_GRACE_S
         ),
-        "queued_envelopes": delete(QueuedEnvelope).where(col(QueuedEnvelope.expires_at) <= now),
         "registration_challenges": delete(RegistrationChallenge).where(
             col(RegistrationChallenge.expires_at) <= now
         ),
@@ -79,8 +77,8 @@ def sweep_expired(tx: Tx, principal: Principal) -> SweepOut:
             col(ConnectorGrant.revoked_at) <= now - tx.settings.revoked_token_retention_s
         ),
     }
-    recount_expiring(tx.connection(), now)  # SQLite: the queues' counts, before their entries go
-    removed = {
+    removed = {"queued_envelopes": queue(tx).expire(tx, now)}
+    removed |= {
         name: int(getattr(tx.session.execute(stmt), "rowcount", 0)) for name, stmt in statements.items()
     }
     removed["file_transfers"] = expire_transfers(tx)  # their objects are deleted after commit

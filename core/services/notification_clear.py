@@ -23,6 +23,7 @@ from core.domain.notification import parse_device_selector, required_sequence_id
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
+from core.queue import NOTIFICATION_LIFETIME_S
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services import scheduled
@@ -30,7 +31,6 @@ from core.services.account_devices import AccountDevice
 from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import Addressee, send_server_messages
 from core.services.limits import Limited, charge_send_class
-from core.services.queue import NOTIFICATION_LIFETIME_S
 from core.services.scheduled import Cancelled
 from core.services.send import DeliveredTo, delivered_to, field_error, resolve_targets
 

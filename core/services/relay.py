@@ -20,13 +20,12 @@ from core.domain.envelope import MIN_LENGTH, WIRE_VERSION
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.principal import Principal, PrincipalKind
+from core.queue import blob_text, queue
 from core.runtime.events import Deferred
 from core.runtime.marks import group_commit, read_only
 from core.runtime.tx import Tx
 from core.services.delivery import QUEUE_LIFETIME_S, enqueue, push_target, request_push
 from core.services.devices import own_device
-from core.services.queue_packed import read_entries
-from core.services.queue_wake import blob_text
 from core.store.prepared import PreparedStatement
 from core.store.tables import Device, Pair
 
@@ -196,9 +195,7 @@ def paired_recipient(tx: Tx, sender: Device, recipient_id: str) -> Device:
 def read_queue(tx: Tx, principal: Principal, *, after: int, limit: int = 100) -> QueuePage:
     """The calling device's queued items with ``seq > after``, oldest first, unexpired."""
     device = own_device(tx, principal)
-    entries = read_entries(
-        tx.connection(), device.device_id, device.account_id, after=after, now=tx.now(), limit=limit
-    )
+    entries = queue(tx).read(tx, device.device_id, after=after, limit=limit, now=tx.now())
     if not device.ever_drained and len(entries) < limit:
         tx.emit(Deferred(mark_drained, {"device_id": device.device_id}))
     items = [

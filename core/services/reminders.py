@@ -18,13 +18,12 @@ from hashlib import sha256
 from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
-from sqlalchemy import delete, func, select
-from sqlmodel import col
 
 from core.domain import payloads
 from core.domain.secrets import new_prefixed_id
 from core.errors import RelayError
 from core.principal import SCOPE_REMINDERS_WRITE, Principal
+from core.queue import queue
 from core.runtime.core import Core
 from core.runtime.tx import Tx
 from core.services import wake_ups
@@ -32,7 +31,6 @@ from core.services.capability import Feature, account_phone, gate
 from core.services.delivery import QUEUE_LIFETIME_S, Delivery, send_server_message
 from core.services.delivery_warnings import settle
 from core.services.limits import Limited, charge_send_class
-from core.store.tables import QueuedEnvelope
 
 REMINDER_ID = re.compile(r"^rmd_[0-9a-f]{32}$")
 MAX_AHEAD_S = 365 * 86_400
@@ -161,19 +159,7 @@ def prepare_cancel(
     rate_limit, _ = charge_send_class(tx, principal, ip)
     tag = reminder_tag(tx, reminder_id)
     wake_ups.cancel(tx, phone.device_id, tag)
-    queued_until = (
-        tx.session.execute(
-            delete(QueuedEnvelope)
-            .where(
-                col(QueuedEnvelope.recipient_device_id) == phone.device_id,
-                col(QueuedEnvelope.tag) == tag,
-                col(QueuedEnvelope.type) == "reminder",
-            )
-            .returning(col(QueuedEnvelope.expires_at))
-        )
-        .scalars()
-        .all()
-    )
+    queued_until = queue(tx).take_pinned(tx, phone.device_id, tag, "reminder")
     now = tx.now()
     # The cancel must outlive the set it cancels (the phone may have that set already); with no
     # set queued, either it never existed or its time is long past, and a short life is plenty.
@@ -203,12 +189,7 @@ async def cancel_reminder(core: Core, principal: Principal, *, reminder_id: str,
 
 
 def _check_room(tx: Tx, phone_id: str) -> None:
-    pinned = tx.session.execute(
-        select(func.count()).where(
-            col(QueuedEnvelope.recipient_device_id) == phone_id, col(QueuedEnvelope.tag).is_not(None)
-        )
-    ).scalar_one()
-    if pinned >= MAX_PINNED:
+    if queue(tx).pinned(tx, phone_id) >= MAX_PINNED:
         raise RelayError(
             "limit_reached",
             f"The phone already has {MAX_PINNED} reminders waiting for it; cancel some or let it connect.",

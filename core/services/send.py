@@ -23,6 +23,7 @@ from core.domain.secrets import new_prefixed_id
 from core.domain.urgent import UrgentReceipt, may_repeat
 from core.errors import RelayError
 from core.principal import SCOPE_NOTIFICATIONS_SEND, Principal
+from core.queue import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S
 from core.runtime.ahead import Planned, charged_ahead
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
@@ -31,7 +32,6 @@ from core.services.account_devices import AccountDevice, account_devices
 from core.services.attachments import SealedAttachment
 from core.services.delivery import Addressee, send_server_messages
 from core.services.limits import Limited, charge_send_class, send_class_checks
-from core.services.queue import LIVE_GRACE_S, NOTIFICATION_LIFETIME_S
 
 ENVELOPE_MAX_BYTES = 2048
 NORMAL_PRIORITIES = ("min", "low")

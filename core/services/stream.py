@@ -19,9 +19,9 @@ from typing import Any, Final
 from core.adapters.fanout.base import Subscription
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import carried
 from core.runtime.core import Core
 from core.runtime.events import device_topic
-from core.services.queue_wake import carried
 from core.services.relay import QueueItem, read_queue
 
 KEEPALIVE: Final = "keepalive"

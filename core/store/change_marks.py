@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-_STATEMENTS_RUN = "relaybox_statements_run"  # the attribute a PostgreSQL connection counts in
+from core.store.held_back import STATEMENTS_RUN, count_statement, send_held
 
 
 @functools.cache
@@ -27,8 +27,6 @@ def counting_cursor() -> type[Any]:
     (``core.store.database``), so every cursor of a connection, whoever asks for it, is one. Made
     on first use: psycopg is an optional dependency."""
     import psycopg
-
-    from core.store.held_back import send_held  # it counts with this module's ``count_statement``
 
     class CountingCursor(psycopg.Cursor[Any]):
         def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
@@ -44,11 +42,6 @@ def counting_cursor() -> type[Any]:
     return CountingCursor
 
 
-def count_statement(connection: Any) -> None:
-    """Count one statement on ``connection`` (a psycopg connection): run, or held back to be run."""
-    setattr(connection, _STATEMENTS_RUN, getattr(connection, _STATEMENTS_RUN, 0) + 1)
-
-
 def change_mark(connection: Connection) -> int:
     """Moves whenever ``connection`` may have changed a row (see the module)."""
     driver: Any = connection.connection.driver_connection
@@ -56,4 +49,4 @@ def change_mark(connection: Connection) -> int:
         return int(driver.total_changes)
     if driver.cursor_factory is not counting_cursor():
         raise RuntimeError("this PostgreSQL connection does not count its statements (make_engine's cursor)")
-    return int(getattr(driver, _STATEMENTS_RUN, 0))
+    return int(getattr(driver, STATEMENTS_RUN, 0))

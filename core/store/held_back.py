@@ -18,8 +18,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from core.store.change_marks import count_statement
-
+STATEMENTS_RUN = "relaybox_statements_run"  # the attribute a PostgreSQL connection counts in (below)
 _HELD = "relaybox_held_back"  # the attribute of a psycopg connection that holds the write
 _HOLDING = "relaybox_holding"  # in a session's ``info``: its transaction held a write back
 
@@ -60,3 +59,9 @@ def drop_held(driver: Any, *_event: object) -> None:
     its transaction (a commit sent what it held; a rollback drops it)."""
     if getattr(driver, _HELD, None) is not None:
         setattr(driver, _HELD, None)
+
+
+def count_statement(connection: Any) -> None:
+    """Count one statement on ``connection`` (a psycopg connection): run, or held back to be run
+    (``core.store.change_marks`` reads the count)."""
+    setattr(connection, STATEMENTS_RUN, getattr(connection, STATEMENTS_RUN, 0) + 1)

@@ -10,10 +10,6 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-# What SQLite keeps beside the queue and the devices so that a send reads less (counts, versions).
-from core.store.kept_tables import AccountDeviceVersion as AccountDeviceVersion
-from core.store.kept_tables import QueueCount as QueueCount
-
 # Sends asked for later, sealed per device until their time.
 from core.store.scheduled_tables import ScheduledEnvelope as ScheduledEnvelope
 from core.store.scheduled_tables import ScheduledNotification as ScheduledNotification
@@ -175,10 +171,30 @@ class QueuedEnvelope(SQLModel, table=True):
     # A keyed digest naming what a pinned entry is about (a reminder's id): pinned entries are
     # never trimmed to the newest 200, and a later entry can find the earlier one (a cancel, its set).
     tag: str | None = Field(default=None, max_length=64)
-    # SQLite: a send to several devices is one row (``core.services.queue_packed``): keyed by its
-    # account's id in ``recipient_device_id``, this JSON object names each recipient and its seq,
-    # and ``blob`` holds their blobs in that order. NULL on a device's own row (and on PostgreSQL).
+    # SQLite: a send to several devices is one row (``core.queue._packed``): keyed by its account's
+    # id in ``recipient_device_id``, this JSON object names each recipient and its seq, and ``blob``
+    # holds their blobs in that order. NULL on a device's own row (and on PostgreSQL).
     recipients: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class QueueCount(SQLModel, table=True):
+    """SQLite only: how many unpinned entries a device's queue holds, its floor (its packed entries
+    below it are trimmed) and the newest seq it was handed, kept by the queue's statements
+    (``core.queue._counts`` lists them) and two triggers of migration 0016 (an entry's pin or
+    recipient changed; the row dropped with its device). A migration that rebuilds
+    ``queued_envelopes`` on SQLite drops its trigger: it must create it again. PostgreSQL leaves
+    it empty."""
+
+    __tablename__ = "queue_counts"
+    __table_args__ = {"sqlite_with_rowid": False}  # the count beside its key: one b-tree, one seek
+
+    device_id: str = Field(primary_key=True, max_length=36)
+    unpinned: int
+    floor: int = Field(
+        default=0,
+        sa_column=Column(BigInteger().with_variant(Integer, "sqlite"), nullable=False, server_default="0"),
+    )
+    newest: int | None = Field(default=None, sa_column=Column(BigInteger().with_variant(Integer, "sqlite")))
 
 
 class ParkedDocument(SQLModel, table=True):

@@ -13,11 +13,11 @@ import pytest
 from core.adapters.limits.base import LimitCheck, LimitDecision, RateLimiter
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import enqueue
 from core.runtime.ahead import Planned, charged_ahead
 from core.runtime.core import Core
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
-from core.services.queue import enqueue
 from core.services.relay import read_queue
 from core.services.send import SendOut, send_notification
 from tests.core.pairs import paired

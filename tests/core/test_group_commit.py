@@ -21,17 +21,17 @@ from core.bootstrap import build_core
 from core.clock import ManualClock
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import enqueue
 from core.runtime.core import Core
 from core.runtime.group_commit import CoreStoppedError, GroupCommitter, Write
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services.auth import Accept, authenticate
-from core.services.queue import enqueue
 from core.services.relay import EnvelopeAccepted, EnvelopeCreate, read_queue, relay_envelope
 from core.services.send import SendOut, send_notification
 from core.services.tokens import TokenCreate, create_sender_token
 from core.settings import Settings
-from core.store.tables import Device, QueuedEnvelope
+from core.store.tables import QueuedEnvelope
 from tests.core.pairs import Pair, paired
 
 pytestmark = pytest.mark.anyio
@@ -203,18 +203,29 @@ async def test_a_statement_the_database_refuses_in_a_group_fails_alone(running: 
 
 
 @group_commit
-def add_a_second_phone_with_the_same_id(tx: Tx, principal: Principal, *, device_id: str) -> None:
-    """A write whose ORM flush fails (the primary key is taken)."""
-    phone = tx.session.get(Device, device_id)
-    assert phone is not None
-    tx.session.add(Device(**phone.model_dump()))
+def write_one_seq_twice(tx: Tx, principal: Principal, *, device_id: str) -> None:
+    """A write whose ORM flush fails (the primary key is taken): a queue entry written twice with
+    one seq (a device would do as well, but no write of a group may change a device)."""
+    for _ in range(2):
+        tx.session.add(
+            QueuedEnvelope(
+                seq=2**40,
+                recipient_device_id=device_id,
+                sender="t",
+                type="ping",
+                blob=b"x",
+                created_at=1,
+                expires_at=2,
+            )
+        )
+        tx.session.flush()
 
 
 async def test_a_failed_orm_flush_fails_its_whole_group_and_nothing_of_it_is_written(running: Core) -> None:
     pair = await paired(running)
     assert pair.phone.device_id is not None and pair.computer.device_id is not None
     calls: list[Call] = [(relay_envelope, {"body": pair.envelope(b"relay %d" % n)}) for n in range(12)]
-    calls.insert(6, (add_a_second_phone_with_the_same_id, {"device_id": pair.phone.device_id}))
+    calls.insert(6, (write_one_seq_twice, {"device_id": pair.phone.device_id}))
 
     results = await run_all(running, pair.phone, calls)
 

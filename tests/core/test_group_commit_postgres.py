@@ -14,12 +14,12 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
 from core.principal import Principal
+from core.queue import _postgres as queue_module
 from core.runtime import group_transaction as group_transaction_module
 from core.runtime.core import Core
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
 from core.services import account_devices as account_devices_module
-from core.services import queue as queue_module
 from core.services.delivery import enqueue
 from core.services.relay import read_queue
 from core.services.send import SendOut, send_notification
@@ -105,14 +105,14 @@ async def test_a_write_in_a_group_does_not_lock_again_the_devices_its_group_lock
     recipient = pair.computer.device_id
     assert recipient is not None
     locks: list[list[str]] = []  # each lock_recipients statement that ran: its device ids
-    lock_statement = queue_module._LOCK_DEVICES
+    lock_statement = queue_module.LOCK_DEVICES
 
     class Counted:
         def rows(self, connection: Any, **params: Any) -> list[tuple[Any, ...]]:
             locks.append(params["ids"])
             return lock_statement.rows(connection, **params)
 
-    monkeypatch.setattr(queue_module, "_LOCK_DEVICES", Counted())
+    monkeypatch.setattr(queue_module, "LOCK_DEVICES", Counted())
     transactions = count_write_transactions(running)
 
     async def one(number: int) -> None:

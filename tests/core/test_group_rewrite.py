@@ -10,21 +10,25 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
+from sqlmodel import Session
+from starlette.testclient import TestClient
 
 from core.adapters.limits.base import LimitCheck
 from core.adapters.limits.memory import MemoryRateLimiter
 from core.adapters.limits.recorded import RecordingLimiter, ReplayingLimiter
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import enqueue
 from core.runtime import group_transaction
 from core.runtime.core import Core
+from core.runtime.group_transaction import GroupRuleBrokenError
 from core.runtime.marks import group_commit
 from core.runtime.tx import Tx
-from core.services.queue import enqueue
 from core.services.relay import EnvelopeAccepted, read_queue, relay_envelope
 from core.services.send import SendOut, send_notification
 from core.store.database import session_scope
 from core.store.savepoint import in_failed_transaction, in_savepoint
+from core.store.tables import Device
 from tests.core.pairs import paired
 from tests.core.test_group_commit import (
     SEND_BURST,
@@ -35,6 +39,8 @@ from tests.core.test_group_commit import (
     send_limited,
     sender,
 )
+from tests.core.test_queue_held import in_one_group
+from tests.helpers import register_phone
 
 pytestmark = pytest.mark.anyio
 __all__ = ["send_limited"]  # the fixture, used here by name
@@ -146,3 +152,24 @@ def test_a_failed_statement_leaves_a_postgresql_transaction_failed_and_sqlite_no
             session.connection().execute(text("SELECT * FROM no_such_table"))
         assert in_failed_transaction(session) == (core.engine.dialect.name == "postgresql")
         session.rollback()
+
+
+def change_a_device_by_the_orm(tx: Tx, _principal: Principal, *, device_id: str) -> None:
+    device = tx.session.get(Device, device_id)
+    assert device is not None
+    device.name = "renamed in a group"
+    tx.session.flush()
+
+
+def test_a_group_write_that_changes_a_device_fails_and_changes_nothing(
+    client: TestClient, core: Core
+) -> None:
+    """The group writer's rule, checked: a group read its devices once, locking them, so none of
+    its writes may change one."""
+    phone = register_phone(client)
+    writes = [(change_a_device_by_the_orm, {"device_id": phone.device_id})] * 2  # a group of one runs alone
+    for write in in_one_group(core, Principal.system(), writes):
+        assert isinstance(write.error, GroupRuleBrokenError), write.error
+    with Session(core.engine) as session:
+        device = session.get(Device, phone.device_id)
+        assert device is not None and device.name != "renamed in a group"

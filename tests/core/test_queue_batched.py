@@ -14,13 +14,13 @@ from sqlmodel import col
 from starlette.testclient import TestClient
 
 from core.principal import Principal
+from core.queue import CARRIED_MAX_CHARS, QUEUE_CAP, WakeUps, enqueue_all
+from core.queue._pg_sql import TRIM_OVER_CAP
+from core.queue._sqlite_sql import ROWS_PER_INSERT
 from core.runtime.core import Core
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import Tx
 from core.services.delivery import Addressee, send_server_messages
-from core.services.queue import QUEUE_CAP, enqueue_all
-from core.services.queue_statements import ROWS_PER_INSERT, TRIM_OVER_CAP
-from core.services.queue_wake import CARRIED_MAX_CHARS, WakeUps
 from core.store.tables import Device, QueuedEnvelope
 from tests.helpers import queue_entries, register_phone
 

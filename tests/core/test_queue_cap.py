@@ -7,10 +7,10 @@ from __future__ import annotations
 from starlette.testclient import TestClient
 
 from core.principal import Principal
+from core.queue import QUEUE_CAP, enqueue
 from core.runtime.core import Core
 from core.runtime.events import EnvelopesQueued, device_topic
 from core.runtime.tx import Tx
-from core.services.queue import QUEUE_CAP, enqueue
 from tests.helpers import queue_entries, register_phone
 
 

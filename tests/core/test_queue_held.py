@@ -1,6 +1,6 @@
 """On PostgreSQL a group's queue writes take their seqs from a reservation made once the group's
 devices are locked, and go to the database as one insert held back to the commit
-(``core.services.queue_held``): each entry still names its recipient's previous seq, seqs still
+(``core.queue._held``): each entry still names its recipient's previous seq, seqs still
 follow commit order for each device, a statement in between sends the held entries first and ends
 the reservation, and a write that fails after holding its entries is undone alone."""
 

@@ -14,8 +14,9 @@ import pytest
 from sqlalchemy import Connection, text
 from starlette.testclient import TestClient
 
+from core.queue import QUEUE_CAP
+from core.queue._pg_sql import QUEUE_ALL, TRIM_OVER_CAP
 from core.runtime.core import Core
-from core.services.queue_statements import QUEUE_ALL, QUEUE_CAP, TRIM_OVER_CAP
 from core.store.prepared import PreparedStatement
 from tests.helpers import register_phone
 

@@ -14,10 +14,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from core.adapters.fanout.memory import MemoryFanout
 from core.principal import Principal
+from core.queue import CARRIED_MAX_CHARS
 from core.runtime.core import Core
 from core.runtime.events import device_topic
 from core.services import stream
-from core.services.queue_wake import CARRIED_MAX_CHARS
 from core.services.relay import QueueItem, read_queue, relay_envelope
 from tests.core.pairs import Pair, paired
 

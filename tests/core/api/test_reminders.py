@@ -15,8 +15,8 @@ from sqlmodel import Session, col, select
 from starlette.testclient import TestClient
 
 from core.clock import ManualClock
+from core.queue import QUEUE_CAP
 from core.runtime.core import Core
-from core.services.queue import QUEUE_CAP
 from core.services.reminders import LATE_FIRE_S
 from core.store.tables import QueuedEnvelope
 from tests.helpers import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -54,8 +55,8 @@ def test_trimming_a_queue_reads_the_recipient_index_alone(tmp_path: Path) -> Non
     index alone (covering: it holds the tag), without reading each candidate row for its tag, and
     its oldest packed row in its account's rows in that index from its floor (the first there, or
     walking on); it reads the recipient's count by its key."""
-    from core.services.queue_packed import FIRST_AT_FLOOR, OLDEST_LISTING
-    from core.services.queue_statements import BEFORE
+    from core.queue._packed import FIRST_AT_FLOOR, OLDEST_LISTING
+    from core.queue._sqlite_sql import BEFORE
 
     engine = make_engine(f"sqlite:///{tmp_path / 'plan.db'}")
     migrate.upgrade(engine)
@@ -123,3 +124,26 @@ def test_web_push_subscriptions_move_to_push_registrations_and_back(engine: Engi
         assert [dict(row) for row in rows] == [{"device_id": "dev", **subscription, "created_at": 3}]
     finally:
         migrate.upgrade(engine)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_account_devices_are_read_each_send_again_and_the_versions_come_back_on_a_downgrade(
+    engine: Engine,
+) -> None:
+    """0027: 0022's version table and triggers go; a downgrade to 0026 makes them again."""
+
+    def named_like_versions() -> list[str]:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text("SELECT name FROM sqlite_master WHERE name LIKE 'account_device%'")
+            )
+            return sorted(str(name) for (name,) in rows)
+
+    assert named_like_versions() == []
+    _downgrade(engine, "0026")
+    try:
+        assert "account_device_versions" in named_like_versions()
+        assert "account_device_versions_device_added" in named_like_versions()
+    finally:
+        migrate.upgrade(engine)
+    assert named_like_versions() == []

@@ -1,5 +1,5 @@
 """``queue_counts``: on SQLite each device's number of unpinned queue entries, which the queue's cap
-relies on, kept exact by the statements that write the queue (``core.services.queue_counts``,
+relies on, kept exact by the statements that write the queue (``core.queue._counts``,
 migration 0020) and two triggers; PostgreSQL leaves it empty and trims each queue a transaction
 wrote once, before it commits."""
 
@@ -18,11 +18,11 @@ from starlette.testclient import TestClient
 from core.clock import ManualClock
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import QUEUE_CAP, enqueue_all
+from core.queue._counts import RECOUNT_EXPIRING, count_after_write
 from core.runtime.core import Core
 from core.runtime.tx import Tx
 from core.services.maintenance import sweep_expired
-from core.services.queue import QUEUE_CAP, enqueue_all
-from core.services.queue_counts import RECOUNT_EXPIRING, count_after_write
 from core.store import migrate
 from tests.core.store.test_migrations import _downgrade
 from tests.core.test_queue_held import in_one_group, put_then_fail
@@ -260,20 +260,20 @@ def test_postgresql_keeps_no_counts(core: Core, database_url: str) -> None:
 
 # Every place in relaybox's code that inserts, deletes or updates queue entries, and how it keeps the
 # counts. A new one fails ``test_every_writer_of_the_queue_keeps_the_counts``: make it keep them
-# (``core.services.queue_counts``), then add it here.
+# (``core.queue._counts``), then add it here.
 QUEUE_WRITERS = {
-    ("core/services/queue_statements.py", "DROP"): "counted by write_entries (count_after_write)",
-    ("core/services/queue_statements.py", "_entries_from"): "counted by write_entries (count_after_write)",
-    ("core/services/queue_packed.py", "INSERT_PACKED"): "counted by write_entries (count_after_write)",
-    ("core/services/queue_packed.py", "DROP_UNNEEDED"): "rows every listed device passed: no count moves",
-    ("core/services/queue_packed.py", "unlist_device"): "the removed device's entries only",
-    ("core/services/queue_statements.py", "TRIM_OVER_CAP"): "PostgreSQL only: no counts",
-    ("core/services/queue_held.py", "_INSERT_HELD"): "PostgreSQL only: no counts",
-    ("core/services/maintenance.py", "sweep_expired"): "recount_expiring before the delete",
-    ("core/services/devices.py", "disconnect_device"): "the count's row goes with the device (trigger)",
-    ("core/services/reminders.py", "prepare_cancel"): "deletes a pinned entry (tag = its reminder's)",
+    ("core/queue/_stored.py", "entries_from"): "counted by write_entries (count_after_write)",
+    ("core/queue/_sqlite_sql.py", "DROP"): "counted by write_entries (count_after_write)",
+    ("core/queue/_packed.py", "INSERT_PACKED"): "counted by write_entries (count_after_write)",
+    ("core/queue/_packed.py", "DROP_UNNEEDED"): "rows every listed device passed: no count moves",
+    ("core/queue/_packed.py", "unlist_device"): "the removed device's entries only",
+    ("core/queue/_stored.py", "_TAKE_PINNED"): "deletes pinned entries (a reminder's cancel): no count moves",
+    ("core/queue/_stored.py", "_FORGET"): "the count's row goes with the device (trigger)",
+    ("core/queue/_stored.py", "_EXPIRE"): "SqliteQueue.expire: recount_expiring before the delete",
+    ("core/queue/_pg_sql.py", "TRIM_OVER_CAP"): "PostgreSQL only: no counts",
+    ("core/queue/_held.py", "_INSERT_HELD"): "PostgreSQL only: no counts",
 }
-_TABLE_NAMES = {"QueuedEnvelope", "_QUEUE"}
+_TABLE_NAMES = {"QueuedEnvelope", "_QUEUE", "QUEUE"}
 _RAW_WRITE = re.compile(r"\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+queued_envelopes\b", re.IGNORECASE)
 
 

@@ -1,4 +1,4 @@
-"""SQLite: a send to several devices of one account is one queue row (``core.services.queue_packed``):
+"""SQLite: a send to several devices of one account is one queue row (``core.queue._packed``):
 each device reads its own entry from it, a full queue passes it by its floor, the row goes once no
 device still has it, a removed device is taken out of it, and migration 0021's downgrade gives each
 device its row back."""
@@ -12,10 +12,10 @@ from sqlalchemy import Engine, text
 from starlette.testclient import TestClient
 
 from core.principal import Principal
+from core.queue import QUEUE_CAP, enqueue_all
+from core.queue._packed import pack, unpack
 from core.runtime.core import Core
 from core.runtime.tx import Tx
-from core.services.queue import QUEUE_CAP, enqueue_all
-from core.services.queue_packed import pack, unpack
 from core.services.relay import QueueItem, read_queue
 from core.store import migrate
 from tests.core.store.test_migrations import _downgrade

@@ -15,6 +15,7 @@ Revises: 0020
 Create Date: 2026-11-28 08:00:00.000000
 """
 
+import json
 from collections.abc import Sequence
 from importlib import import_module
 
@@ -59,7 +60,6 @@ def downgrade() -> None:
 
 def _unpack_rows() -> None:
     """Each packed row as a row a device still has (at or above its floor), with its seq."""
-    unpack = import_module("core.services.queue_packed").unpack
     connection = op.get_bind()
     counted = connection.execute(sa.text("SELECT device_id, floor FROM queue_counts"))
     floors = {str(device): int(floor) for device, floor in counted}
@@ -75,7 +75,17 @@ def _unpack_rows() -> None:
     )
     for row_seq, sender, type_, created_at, expires_at, recipients, blob in packed:
         connection.execute(sa.text("DELETE FROM queued_envelopes WHERE seq = :seq"), {"seq": row_seq})
-        for device, seq, sealed in unpack(recipients, blob):
+        for device, seq, sealed in _unpack(recipients, blob):
             if device in floors and row_seq >= floors[device]:
                 shared = {"sender": sender, "type": type_, "created_at": created_at, "expires_at": expires_at}
                 connection.execute(insert, {"seq": seq, "device": device, "blob": sealed, **shared})
+
+
+def _unpack(recipients: str, blob: bytes) -> list[tuple[str, int, bytes]]:
+    """Each recipient's entry of a packed row, in order: its blob behind a 4-byte length."""
+    entries, offset = [], 0
+    for device, seq in json.loads(recipients).items():
+        length = int.from_bytes(blob[offset : offset + 4], "big")
+        entries.append((device, int(seq), bytes(blob[offset + 4 : offset + 4 + length])))
+        offset += 4 + length
+    return entries

@@ -1,4 +1,6 @@
-"""Each device's queue as its device reads it (``read_queue``), against a model: seeded random
+"""The queue's contract (``core.queue.Queue``), against a model, for every implementation: in
+memory, SQLite and PostgreSQL through the face alone (``test_every_queue_keeps_the_contract``), and
+each database's queue as its device reads it through the server (``read_queue``): seeded random
 writes to some of an account's devices (unpinned and pinned, short and long lives, packed or a row
 a device on SQLite), groups in which one write fails and is undone alone, clock jumps with and
 without a sweep, a device's removal. Only what a device reads is compared, never the table's rows:
@@ -7,7 +9,9 @@ the storage layout may change under this test, the queues may not."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -17,10 +21,10 @@ from core.clock import ManualClock
 from core.domain.canonical import canonical_json
 from core.errors import RelayError
 from core.principal import Principal
+from core.queue import LIVE_GRACE_S, QUEUE_CAP, QUEUE_LIFETIME_S, MemoryQueue, enqueue_all, queue
 from core.runtime.core import Core
 from core.runtime.tx import Tx
 from core.services.maintenance import sweep_expired
-from core.services.queue import LIVE_GRACE_S, QUEUE_CAP, QUEUE_LIFETIME_S, enqueue_all
 from core.services.relay import read_queue
 from tests.core.test_queue_held import in_one_group
 from tests.helpers import FakeDevice, pair_computer, register_phone
@@ -52,6 +56,7 @@ class Entry:
     blob: str
     pinned: bool
     expires_at: int
+    tag: str | None = None
 
 
 @dataclass
@@ -65,22 +70,32 @@ class Model:
     trimmed: int = 0  # entries the cap pushed out, over the whole run
 
     def write(
-        self, seqs: dict[str, int], blobs: dict[str, bytes], *, now: int, ttl_s: int, pinned: bool
+        self,
+        seqs: dict[str, int],
+        blobs: dict[str, bytes],
+        *,
+        now: int,
+        ttl_s: int,
+        pinned: bool,
+        tag: str | None = None,
     ) -> None:
         expires_at = now + (min(ttl_s, QUEUE_LIFETIME_S) if ttl_s > 0 else LIVE_GRACE_S)
         for device, seq in seqs.items():
             assert seq > self.last_seq.get(device, 0), "each device's seqs strictly increase"
             self.last_seq[device] = seq
             queue = self.queues.setdefault(device, [])
-            queue.append(Entry(seq, blobs[device].decode(), pinned, expires_at))
+            queue.append(Entry(seq, blobs[device].decode(), pinned, expires_at, tag))
             unpinned = [entry for entry in queue if not entry.pinned]
             for entry in unpinned[: max(0, len(unpinned) - QUEUE_CAP)]:
                 queue.remove(entry)
                 self.trimmed += 1
 
-    def sweep(self, now: int) -> None:
-        for device, queue in self.queues.items():
-            self.queues[device] = [entry for entry in queue if entry.expires_at > now]
+    def sweep(self, now: int) -> int:
+        swept = 0
+        for device, entries in self.queues.items():
+            self.queues[device] = [entry for entry in entries if entry.expires_at > now]
+            swept += len(entries) - len(self.queues[device])
+        return swept
 
     def readable(self, device: str, now: int, *, after: int = 0) -> Read:
         queue = self.queues.get(device, [])
@@ -256,3 +271,82 @@ def test_a_queue_past_its_cap_keeps_its_newest_unpinned_entries_of_either_kind_a
     pinned = [f"{n}:{alone.device_id}" for n in pins]
     unpinned = [f"{n}:{alone.device_id}" for n in range(writes) if n not in pins]
     assert kept == sorted(pinned + unpinned[-QUEUE_CAP:], key=lambda blob: int(blob.split(":")[0]))
+
+
+FACE_DEVICES = [f"dev_{n}" for n in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("database_url", "kind"),
+    [("sqlite", "memory"), ("sqlite", "database"), ("postgres", "database")],
+    indirect=["database_url"],
+)
+def test_every_queue_keeps_the_contract(core: Core, clock: ManualClock, kind: str) -> None:
+    """Through ``Queue`` alone: appends (pinned or not, every life), takes of pinned entries,
+    expiry, a device forgotten; what each device reads, in pages, against the model, and each
+    append's ``prev``: at least the newest entry the device held, at most the last seq it was given
+    (SQLite answers the last seq it was given, even once that entry has gone)."""
+    memory = MemoryQueue()
+
+    def on_queue(operation: str, *args: Any, **kw: Any) -> Any:
+        """``Queue.<operation>(tx, *args, **kw)`` in a transaction of its own."""
+
+        def op(tx: Tx, _principal: Principal) -> Any:
+            return getattr(memory if kind == "memory" else queue(tx), operation)(tx, *args, **kw)
+
+        return core.run_sync(op, Principal.system())
+
+    rng, model, devices = random.Random(49), Model(), list(FACE_DEVICES)
+    for step in range(3 * QUEUE_CAP):
+        now, roll = now_of(clock), rng.random()
+        if roll < 0.86:
+            recipients = rng.sample(devices, rng.randint(1, len(devices)))
+            blobs = blobs_for_ids(recipients, str(step))
+            ttl_s = rng.choice([0, 30, 3600, 3600, 200_000])
+            pin = f"pin {step % 5}" if rng.random() < 0.05 else None
+            held = {device: model.readable(device, 0) for device in recipients}
+            appended = on_queue("append", blobs, sender="server", type="push", ttl_s=ttl_s, pin=pin)
+            for device, (_seq, prev) in appended.items():
+                newest_held = held[device][-1][0] if held[device] else 0
+                assert newest_held <= prev <= model.last_seq.get(device, 0), (device, prev)
+            seqs = {device: seq for device, (seq, _prev) in appended.items()}
+            model.write(seqs, blobs, now=now, ttl_s=ttl_s, pinned=pin is not None, tag=pin)
+        elif roll < 0.9:
+            device, tag = rng.choice(devices), f"pin {rng.randint(0, 4)}"
+            taken = on_queue("take_pinned", device, tag, "push")
+            expected = [entry for entry in model.queues.get(device, []) if entry.tag == tag]
+            assert sorted(taken) == sorted(entry.expires_at for entry in expected)
+            model.queues[device] = [entry for entry in model.queues.get(device, []) if entry.tag != tag]
+        elif roll < 0.94:
+            clock.advance(rng.randint(1, 40))
+            expired = on_queue("expire", now_of(clock))
+            assert expired == model.sweep(now_of(clock))
+        elif step > QUEUE_CAP and len(devices) == len(FACE_DEVICES):
+            forgotten = devices.pop()
+            on_queue("forget_device", forgotten)
+            del model.queues[forgotten]
+        for device in devices:
+            pinned = sum(entry.tag is not None for entry in model.queues.get(device, []))
+            assert on_queue("pinned", device) == pinned
+            if step % 7 == 0:
+                after = rng.choice([0, 0, model.last_seq.get(device, 0) - rng.randint(0, 30)])
+                expected_read = model.readable(device, now_of(clock), after=after)
+                read_back = page_through(on_queue, device, after, now_of(clock))
+                assert read_back == expected_read, device
+    assert model.trimmed > 0
+    assert on_queue("read", FACE_DEVICES[-1], after=0, limit=10, now=now_of(clock)) == []
+
+
+def page_through(on_queue: Callable[..., Any], device: str, after: int, now: int) -> Read:
+    """What the device reads after ``after``, a page of ``PAGE`` entries at a time."""
+    entries: Read = []
+    while True:
+        page = on_queue("read", device, after=after, limit=PAGE, now=now)
+        entries += [(entry.seq, entry.blob.decode()) for entry in page]
+        if len(page) < PAGE:
+            return entries
+        after = page[-1].seq
+
+
+def blobs_for_ids(devices: list[str], label: str) -> dict[str, bytes]:
+    return {device: f"{label}:{device}".encode() for device in devices}

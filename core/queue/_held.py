@@ -15,7 +15,7 @@ device the order of seqs is still the order of commits. A reservation serves onl
 statement has run since it was last used (its connection's change mark): another statement may
 have written the queue (a pinned entry, numbered by the sequence later than the reservation) or
 changed what a recipient's newest entry is; the held entries go just before it, and every queue
-write after it goes as a statement of its own (``core.services.queue``). Seqs reserved and not
+write after it goes as a statement of its own (``core.queue._postgres``). Seqs reserved and not
 used are never handed out: a gap, which a seq may always have.
 """
 
@@ -29,13 +29,13 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, func, insert, literal_column, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from core.queue._pg_sql import hidden_array, newest_first, queue_of
+from core.queue._stored import QUEUE as _QUEUE
 from core.runtime.tx import GROUP_WRITES_TO, Tx
-from core.services.queue_statements import hidden_array, newest_first, queue_of
 from core.store.change_marks import change_mark
 from core.store.held_back import hold_back
 from core.store.postgres_arrays import BIGINT_ARRAY, BYTEA_ARRAY, VARCHAR_ARRAY
 from core.store.prepared import PreparedStatement
-from core.store.tables import QueuedEnvelope
 
 _RESERVATION = "relaybox_queue_reservation"  # in a group's session ``info``
 
@@ -107,7 +107,6 @@ def _reserve(connection: Connection, writes_to: dict[str, int]) -> _Reservation:
     )
 
 
-_QUEUE = QueuedEnvelope.__table__  # type: ignore[attr-defined]
 # The sequence of the seq column (a serial's: ``tests/core/test_queue_held.py`` checks the name).
 _SEQUENCE: ColumnElement[Any] = literal_column("'queued_envelopes_seq_seq'::regclass")
 

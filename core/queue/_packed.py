@@ -7,7 +7,7 @@ recipient and its seq in ``recipients`` (a JSON object, in the order of the blob
 blobs in ``blob``, each behind its length. The seqs are consecutive and the row's own seq is the
 last of them, so rows (a device's own and packed ones) sort as their entries do.
 
-A device's packed entries below its ``floor`` (``queue_counts``) are trimmed: a full queue's write
+A device's packed entries below its ``floor`` (``_counts``) are trimmed: a full queue's write
 moves the floor past the device's oldest entry when that entry is packed, as it deletes an own
 row. A packed row goes once no device it lists still has it: every listed device's floor is past
 it, or the device is gone (its count's row goes with it). The sweep deletes expired rows whole.
@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import (
-    CompoundSelect,
     Connection,
     Integer,
     Select,
@@ -40,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType
 
+from core.queue._contract import StoredEntry
 from core.store.prepared import PreparedStatement, json_rows
 from core.store.tables import Device, QueueCount, QueuedEnvelope
 
@@ -53,7 +53,7 @@ Entry = tuple[str, int, bytes]  # a recipient device, its seq, its blob
 
 def pack(entries: Iterable[Entry]) -> tuple[str, bytearray]:
     """The ``recipients`` and ``blob`` of a packed row. The blob is a ``bytearray``, which the
-    driver binds without an adapter lookup (``queue_statements.insert_rows``)."""
+    driver binds without an adapter lookup (``_sqlite_sql.insert_rows``)."""
     recipients: dict[str, int] = {}
     blob = bytearray()
     for device, seq, sealed in entries:
@@ -198,41 +198,29 @@ def oldest_entries(
     return list(connection.scalars(own)), list(connection.scalars(packed))
 
 
-class StoredEntry(NamedTuple):
-    """An entry of a device's queue as it reads it."""
-
-    seq: int
-    sender: str
-    type: str
-    blob: bytes
-
-
 def read_entries(
-    connection: Connection, device_id: str, account_id: str, *, after: int, now: int, limit: int
+    connection: Connection, device_id: str, *, after: int, now: int, limit: int
 ) -> list[StoredEntry]:
     """``device_id``'s unexpired entries with a seq above ``after``, oldest first, up to ``limit``:
-    its own rows and, on SQLite, its entries in its account's packed rows at or above its floor."""
+    its own rows and its entries in its account's packed rows at or above its floor."""
     columns = (_QUEUE.c.seq, _QUEUE.c.sender, _QUEUE.c.type, _QUEUE.c.blob, _QUEUE.c.recipients)
     live = (_QUEUE.c.seq > after, _QUEUE.c.expires_at > now)
     own = select(*columns).where(_QUEUE.c.recipient_device_id == device_id, *live)
-    query: Select[Any] | CompoundSelect[Any]
-    if connection.dialect.name != "sqlite":
-        query = own.order_by(_QUEUE.c.seq).limit(limit)
-    else:
-        floor = select(_COUNTS.c.floor).where(_COUNTS.c.device_id == device_id).scalar_subquery()
-        packed = select(*columns).where(
-            _QUEUE.c.recipient_device_id == account_id,
-            _QUEUE.c.seq >= func.coalesce(floor, 0),
-            lists(_QUEUE.c.recipients, literal(device_id)),
-            func.json_extract(_QUEUE.c.recipients, f'$."{device_id}"') > after,  # its seq, not the row's
-            *live,
-        )
-        query = union_all(own, packed).order_by("seq").limit(limit)
+    floor = select(_COUNTS.c.floor).where(_COUNTS.c.device_id == device_id).scalar_subquery()
+    packed = select(*columns).where(
+        _QUEUE.c.recipient_device_id == account_of(literal(device_id)),
+        _QUEUE.c.seq >= func.coalesce(floor, 0),
+        lists(_QUEUE.c.recipients, literal(device_id)),
+        func.json_extract(_QUEUE.c.recipients, f'$."{device_id}"') > after,  # its seq, not the row's
+        *live,
+    )
     entries = []
-    for seq, sender, type, blob, recipients in connection.execute(query):
+    for seq, sender, type, blob, recipients in connection.execute(
+        union_all(own, packed).order_by("seq").limit(limit)
+    ):
         if recipients is not None:
             seq, blob = entry_of(recipients, blob, device_id)
-        entries.append(StoredEntry(seq, sender, type, blob))
+        entries.append(StoredEntry(seq, sender, type, bytes(blob)))
     return entries
 
 

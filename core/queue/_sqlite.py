@@ -1,8 +1,8 @@
-"""SQLite's queue write: a write's entries numbered, inserted (one packed row for an unpinned write
-to several devices, ``core.services.queue_packed``; otherwise a row a device), each queue kept to
+"""SQLite's queue: a write's entries numbered, inserted (one packed row for an unpinned write
+to several devices of one account, ``core.queue._packed``; otherwise a row a device), each queue kept to
 its cap and each count kept exact. A statement costs no round trip here, and the writer is serial,
 so the write reads what each queue holds first (``BEFORE``; for a full queue, its oldest packed
-row: ``queue_packed.oldest_packed``) and decides in Python.
+row: ``_packed.oldest_packed``) and decides in Python.
 
 A full queue loses its oldest unpinned entry: an own row is deleted (``DROP``), a packed entry is
 passed by moving the device's floor; a packed row no device still has then goes
@@ -19,16 +19,21 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from core.services.queue_counts import count_after_write, set_counts
-from core.services.queue_packed import (
+from core.queue._contract import QUEUE_LIFETIME_S, Appended, StoredEntry, expires_at
+from core.queue._counts import count_after_write, recount_expiring, set_counts
+from core.queue._packed import (
     ACCOUNT_OF,
     DROP_UNNEEDED,
     INSERT_PACKED,
     oldest_entries,
     oldest_packed,
     pack,
+    read_entries,
+    unlist_device,
 )
-from core.services.queue_statements import BEFORE, DROP, KEPT, ROW_BINDS, ROWS_PER_INSERT, insert_rows
+from core.queue._sqlite_sql import BEFORE, DROP, KEPT, ROW_BINDS, ROWS_PER_INSERT, insert_rows
+from core.queue._stored import StoredQueue
+from core.runtime.tx import Tx
 
 Numbered = dict[str, tuple[int, int]]  # by recipient: its entry's seq, and its newest seq before (0: none)
 
@@ -136,3 +141,44 @@ def _trim_excess(
     if passed:
         trim.floors[recipient] = passed[-1] + 1
         trim.passed += passed
+
+
+class SqliteQueue(StoredQueue):
+    """A row a device's entry, but a send to several devices of one account is one packed row
+    (``core.queue._packed``: a device added ~20 µs in-process without it, ``bench/ab-queue.md``)."""
+
+    def append(
+        self,
+        tx: Tx,
+        blobs: Mapping[str, bytes],
+        *,
+        sender: str,
+        type: str,
+        ttl_s: int,
+        max_lifetime_s: int = QUEUE_LIFETIME_S,
+        pin: str | None = None,
+        may_hold: bool = True,
+        account_id: str | None = None,
+    ) -> Appended:
+        now = tx.now()
+        shared = {
+            "sender": sender,
+            "type": type,
+            "created_at": now,
+            "expires_at": expires_at(now, ttl_s, max_lifetime_s),
+            "tag": pin,
+        }
+        return write_entries(tx.connection(), blobs, shared, pinned=pin is not None, account_id=account_id)
+
+    def read(self, tx: Tx, device: str, *, after: int, limit: int, now: int) -> list[StoredEntry]:
+        return read_entries(tx.connection(), device, after=after, now=now, limit=limit)
+
+    def forget_device(self, tx: Tx, device: str) -> None:
+        account = ACCOUNT_OF.scalar(tx.connection(), device_id=device)
+        super().forget_device(tx, device)
+        if account is not None:
+            unlist_device(tx.connection(), device, account)
+
+    def expire(self, tx: Tx, now: int) -> int:
+        recount_expiring(tx.connection(), now)
+        return super().expire(tx, now)

@@ -1,18 +1,18 @@
 """SQLite: each device's number of unpinned queue entries (``queue_counts``), kept by the statements
 that write the queue, so that a write learns from one row whether it takes a queue over its cap;
 beside it the device's ``floor`` (its packed entries below it are trimmed,
-``core.services.queue_packed``) and ``newest`` seq (the ``prev`` of its next wake-up).
+``core.queue._packed``) and ``newest`` seq (the ``prev`` of its next wake-up).
 
 Migration 0016 kept the counts with triggers on every insert and delete of an entry; migration
 0020 dropped those two, which were a quarter of what each device added to a send (a full queue's
 write inserts one entry and deletes one, and each trigger ran as a sub-program of its own, moving
 the count up and down again). What moves a count now, and where:
 
-- a queue write (``core.services.queue_sqlite``): ``count_after_write`` from what ``BEFORE`` read,
+- a queue write (``core.queue._sqlite``): ``count_after_write`` from what ``BEFORE`` read,
   set by ``SET_COUNTS`` with each recipient's floor and newest seq;
-- the expiry sweep (``core.services.maintenance``): ``RECOUNT_EXPIRING`` before its delete;
+- the expiry sweep (``SqliteQueue.expire``): ``RECOUNT_EXPIRING`` before its delete;
 - a device's removal: its count's row goes with the device (trigger ``queue_counts_device_removed``),
-  and it is taken out of its account's packed rows (``unlist_device``: no other count moves);
+  and it is taken out of its account's packed rows (``SqliteQueue.forget_device``: no other count moves);
 - an entry's pin or recipient changed: trigger ``queue_counts_update`` (no code does either);
 - a pinned entry's delete (a reminder's cancel) moves no count.
 
@@ -27,8 +27,8 @@ import json
 from sqlalchemy import Connection, Integer, bindparam, func, select, true, union, update
 from sqlalchemy.dialects.sqlite import insert
 
-from core.services.queue_packed import LISTED, account_of, lists
-from core.services.queue_statements import QUEUE_CAP
+from core.queue._contract import QUEUE_CAP
+from core.queue._packed import LISTED, account_of, lists
 from core.store.prepared import PreparedStatement, json_rows
 from core.store.tables import QueueCount, QueuedEnvelope
 
