@@ -1,7 +1,7 @@
 """SQLite: a send to several devices written as one queue row, not one row a device.
 
 Each row of a device dirties its own leaf of the recipient index, and the pages a commit writes
-were most of what a device added to a send (``bench/README.md``). A packed row is keyed by the
+were most of what a device added to a send (``bench/CHANGELOG.md``). A packed row is keyed by the
 devices' account (``recipient_device_id`` holds the account id, which no device has), names each
 recipient and its seq in ``recipients`` (a JSON object, in the order of the blobs) and holds their
 blobs in ``blob``, each behind its length. The seqs are consecutive and the row's own seq is the

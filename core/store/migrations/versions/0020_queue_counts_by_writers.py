@@ -2,7 +2,7 @@
 (``core.services.queue_counts``) in place of 0016's insert and delete triggers. A full queue's
 write inserts one entry and deletes one, and each trigger ran as a sub-program with its own cursor
 on the counts, moving the count up and down again: a quarter of a send's work per device
-(``bench/README.md``). The queue's writes now set only the counts that change, and the expiry
+(``bench/CHANGELOG.md``). The queue's writes now set only the counts that change, and the expiry
 sweep recounts the queues it is about to shorten. 0016's update trigger (an entry's pin or
 recipient changed, which no code does) and device-removal trigger stay. The counts are recounted
 both ways, so each starts exact.

@@ -1,7 +1,7 @@
 """queue, one row a send: on SQLite a send to several devices is one queue row keyed by their
 account, listing each recipient and its seq (``recipients``) and holding their blobs
 (``core.services.queue_packed``). A row a device dirtied a leaf of the recipient index a device,
-and the pages a commit writes were most of what a device added to a send (``bench/README.md``).
+and the pages a commit writes were most of what a device added to a send (``bench/CHANGELOG.md``).
 Each device's count gains its ``floor`` (its packed entries below it are trimmed) and its
 ``newest`` seq (a wake-up's ``prev``, which the write read from the recipient index until now).
 PostgreSQL gets the columns, unused: it keeps a row a device.

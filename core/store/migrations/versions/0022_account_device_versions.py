@@ -1,7 +1,7 @@
 """account device versions: on SQLite each account's devices, as a send reads them, carry a version
 that changes with them (``core.services.account_devices``), so that a send reads one value rather
 than every device's row and push registrations (22 rows of nine cells for 22 devices, as much of a
-send's cost a device as its queue write's reads, ``bench/README.md``).
+send's cost a device as its queue write's reads, ``bench/CHANGELOG.md``).
 
 Triggers on ``devices`` and ``push_registrations`` give the account a new random version on every
 change of what a send reads, in the transaction that makes it; a version is never made twice, so

@@ -1,6 +1,6 @@
 """account devices read each send: 0022's version triggers and table go (issue 49). Keeping an
 account's devices between sends saved 2.6 µs a device in-process and nothing measurable served
-(``bench/README.md``); a send reads them again, in one statement.
+(``bench/CHANGELOG.md``); a send reads them again, in one statement.
 
 Revision ID: 0027
 Revises: 0026
