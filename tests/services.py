@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -24,12 +25,16 @@ def services_required() -> bool:
     return os.environ.get("RELAYBOX_REQUIRE_SERVICES") == "1"
 
 
-def unavailable(what: str, error: BaseException) -> None:
-    """Skip (laptop) or fail (CI) because ``what`` cannot be reached."""
-    message = f"{what} is not reachable ({type(error).__name__}: {error})"
+def missing(message: str) -> NoReturn:
+    """Skip (laptop) or fail (CI) because what the test needs, ``message`` says, is not here."""
     if services_required():
         pytest.fail(message + " and RELAYBOX_REQUIRE_SERVICES=1", pytrace=False)
     pytest.skip(message + "; set RELAYBOX_REQUIRE_SERVICES=1 to make this an error")
+
+
+def unavailable(what: str, error: BaseException) -> NoReturn:
+    """Skip (laptop) or fail (CI) because ``what`` cannot be reached."""
+    missing(f"{what} is not reachable ({type(error).__name__}: {error})")
 
 
 def require_redis() -> str:

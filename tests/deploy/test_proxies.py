@@ -21,7 +21,7 @@ import trustme
 from core.settings import Settings
 from tests.deploy.test_manifests import DEPLOY, compose, k8s
 from tests.e2e.conftest import RelayboxServer, free_port
-from tests.services import services_required
+from tests.services import missing
 
 CHUNK_MAX = int(
     k8s("ConfigMap")["data"].get(
@@ -52,10 +52,7 @@ def trusting(folder: Path) -> ssl.SSLContext:
 def tool(name: str) -> str:
     found = shutil.which(name)
     if found is None:
-        message = f"{name} is not installed (apt-get install {name})"
-        if services_required():
-            pytest.fail(message + " and RELAYBOX_REQUIRE_SERVICES=1", pytrace=False)
-        pytest.skip(message)
+        missing(f"{name} is not installed (apt-get install {name})")
     return found
 
 

@@ -22,7 +22,7 @@ from core.store import migrate
 from core.store.database import make_engine
 from tests.e2e.conftest import CLI_TIMEOUT_S, RELAYBOX, RelayboxServer, child_environment, free_port
 from tests.reliability.traffic import make_account, post_envelope
-from tests.services import fresh_postgres_database, replica_env
+from tests.services import fresh_postgres_database, missing, replica_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -50,9 +50,9 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "log", "--first-parent", "-m", "--diff-filter=A", "--format=%H", "-1", "--", relative
         ).strip()
     except (OSError, subprocess.CalledProcessError) as error:
-        pytest.skip(f"no git history here ({error})")
+        missing(f"no git history here ({error})")
     if not added:
-        pytest.skip(f"{relative} is not committed yet: commit it to test the release before it")
+        missing(f"{relative} is not committed yet: commit it to test the release before it")
     tree = tmp_path_factory.mktemp("previous-release")
     archive = subprocess.run(
         ["git", "-C", str(REPO), "archive", f"{added}^", *TREES], capture_output=True, check=True

@@ -34,6 +34,7 @@ from apprise.plugins.pushover import NotifyPushover
 
 from tests.e2e.conftest import Cli
 from tests.e2e.test_pushover_clients_e2e import USER_KEY, Phone, ok, received
+from tests.services import missing
 
 pytestmark = pytest.mark.e2e
 
@@ -159,7 +160,7 @@ def test_apprise_pover_priority_2_is_acknowledged_on_the_phone(
 def curl(cli: Cli, *args: str) -> dict[str, Any]:
     """Run the real curl against the server; its JSON answer (with the HTTP status)."""
     if shutil.which("curl") is None:
-        pytest.skip("curl is not installed on this machine")
+        missing("curl is not installed on this machine")
     done = subprocess.run(
         ["curl", "-sS", "-w", "\n%{http_code}", *args],
         capture_output=True,
