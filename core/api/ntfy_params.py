@@ -47,6 +47,7 @@ NAMES: dict[str, tuple[str, ...]] = {
     "unifiedpush": ("x-unifiedpush", "unifiedpush", "up"),
     "poll_id": ("x-poll-id", "poll-id"),
 }
+_KEY_OF = {name: key for key, names in NAMES.items() for name in names}
 # A JSON publish's fields, by parameter (ntfy's publishMessage).
 JSON_FIELDS = [
     "message",
@@ -180,11 +181,17 @@ def ntfy_headers_on_send(headers: Mapping[str, str]) -> tuple[str | None, list[s
     """What ``/v1/send`` makes of ntfy's headers, which a caller may send it by habit: a delivery
     time (``Delay``, ``At``, ``In``) is read as its ``delay``, so that a send asked for later is
     scheduled, never delivered at once; any other is not read, and named in a warning."""
+    present: dict[str, str] = {}
+    for name, value in headers.items():  # each header once: a send carries a few, ntfy knows 60 names
+        if name in _KEY_OF:
+            present.setdefault(name, value.strip())
+    if not present:
+        return None, []
     delay = ""
     ignored = []
     for key, names in NAMES.items():
         for name in names:
-            value = headers.get(name, "").strip()
+            value = present.get(name, "")
             if not value or (name == "priority" and _HTTP_PRIORITY.match(value)):
                 continue
             if key == "delay":
