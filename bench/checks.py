@@ -21,7 +21,8 @@ PAIR_INIT = {"code": str, "device_id": str, "device_token": str, "server_public_
 PAIR_CONFIRM = {"intent": str, "device": dict}
 TOKEN = {"id": str, "token": str}
 ENVELOPE = {"seq": int, "msg_id": str}
-INTERACTION = {"id": str, "status": str, "created": bool, "expires_at": int}
+INTERACTION = {"id": str, "status": str, "expires_at": int}  # a question as GET and an answer show it
+INTERACTION_CREATED = {**INTERACTION, "created": bool}  # the create answer alone says created
 SENT = {"id": str, "delivered_to": list, "warnings": list}
 
 

@@ -71,7 +71,7 @@ async def set_up(
         assert account is not None
         body = {"question": f"bench question {index}: deploy?", "choices": ["Approve", "Deny"]}
         created, _, _ = await pool.call(
-            "POST", "/v1/interactions", account.sender_token, body, 201, checks.INTERACTION
+            "POST", "/v1/interactions", account.sender_token, body, 201, checks.INTERACTION_CREATED
         )
         if created["status"] != "pending" or not created["created"]:
             raise BenchError(f"POST /v1/interactions: not a new pending question: {created}")
