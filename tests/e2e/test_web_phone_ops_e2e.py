@@ -155,6 +155,7 @@ def test_the_web_phone_answers_confirms_reminds_rings_and_receives_a_document(
             assert page.locator("#pinned li").count() == 0  # nothing already seen comes again
             assert page.locator("li.kind-question").count() == 1  # the answered question, kept as answered
             show_view(page, "Assistants")
+            page.locator("#grant-list li").first.wait_for()  # the list is read when the view opens
             disconnect = page.get_by_role("button", name="Disconnect relaybox tests")
             while (listed := disconnect.count()) > 0:  # one grant per consent the assistant asked for
                 disconnect.first.click()

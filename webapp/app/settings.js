@@ -9,13 +9,15 @@ import { blocked, sound, unlock } from "/app/alarm.js";
 import { ApiError, call } from "/app/api.js";
 import { initInvites } from "/app/invites.js";
 import { confirmCode, curlLine, grants, tokens } from "/app/phone.js";
-import { $, button, copyText, element, emptyRow, fieldError, guarded, sentence } from "/app/ui.js";
+import { $, button, copyText, element, emptyRow, fieldError, guarded, newestReads, sentence } from "/app/ui.js";
 import { fromBase64Url } from "/static/relaybox-wire.js";
 
 const CONSENT_WATCH_MS = 10 * 60_000; // how long a confirmed consent may wait for its Allow
 const CONSENT_POLL_MS = 2_000;
 let consentWatch = null;
 let pushRefusal = ""; // the server's refusal of this browser's push service, until a try succeeds
+const tokenRead = newestReads();
+const grantRead = newestReads();
 
 function row(text, action) {
   const li = element("li", "row");
@@ -25,7 +27,9 @@ function row(text, action) {
 }
 
 export async function drawTokens(identity) {
+  const newest = tokenRead();
   const listed = (await tokens.list(identity)).filter((token) => !token.revoked_at);
+  if (!newest()) return; // a newer read (after a Revoke or a new token) draws instead
   $("token-list").replaceChildren(
     ...(listed.length
       ? listed.map((token) =>
@@ -43,7 +47,9 @@ export async function drawTokens(identity) {
 
 /** The assistants list; resolves to how many are connected. */
 export async function drawGrants(identity) {
+  const newest = grantRead();
   const listed = await grants.list(identity);
+  if (!newest()) return listed.length; // a newer read (after a Disconnect) draws instead
   const origin = location.origin;
   $("grant-list").replaceChildren(
     ...(listed.length

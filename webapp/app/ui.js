@@ -107,3 +107,13 @@ export function timeElement(ms) {
 export function emptyRow(text) {
   return element("li", "empty-row", text);
 }
+
+/** For a list read again while an older read may still be in flight (a view opened, then a
+ * Revoke): each read takes a ticket, and only a read no newer one has followed draws. */
+export function newestReads() {
+  let latest = 0;
+  return () => {
+    const ticket = ++latest;
+    return () => ticket === latest;
+  };
+}
