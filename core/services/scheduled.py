@@ -14,7 +14,9 @@ meanwhile is skipped; nothing is delivered for a sender whose token or grant was
 
 Locks (PostgreSQL): a delivery locks the devices of its accounts before it claims, as a group of
 sends does before its writes, so the order is always devices, then scheduled rows (a clear cancels
-after its queue write for the same reason).
+after its queue write for the same reason). A replacement takes the account's row, then the
+scheduled row, and no device's (a kept envelope has no foreign key to its device), so it never
+waits in a circle with a delivery (``tests/core/test_scheduled_replica_races.py``).
 
 Before its time its sender cancels it by its sequence (``DELETE /v1/notifications/{sequence_id}``,
 ``core.services.notification_clear``), or replaces it by scheduling another of the same sequence
