@@ -232,6 +232,9 @@ def test_a_push_service_the_server_does_not_send_to_is_named_in_settings(
     show_view(page, "Inbox")
     show_view(page, "Settings")  # the view read again still says why
     page.locator("#push-state", has_text="push.example.net").wait_for()
+    page.reload()  # and so does the app started again
+    show_view(page, "Settings")
+    page.locator("#push-state", has_text="push.example.net").wait_for()
 
 
 def test_settings_says_a_closed_server_takes_no_invites(

@@ -11,11 +11,13 @@ import { initInvites } from "/app/invites.js";
 import { confirmCode, curlLine, grants, tokens } from "/app/phone.js";
 import { $, button, copyText, element, emptyRow, fieldError, guarded, newestReads, sentence } from "/app/ui.js";
 import { fromBase64Url } from "/static/relaybox-wire.js";
+import "/app/store.js";
+
+const store = globalThis.relayboxStore;
 
 const CONSENT_WATCH_MS = 10 * 60_000; // how long a confirmed consent may wait for its Allow
 const CONSENT_POLL_MS = 2_000;
 let consentWatch = null;
-let pushRefusal = ""; // the server's refusal of this browser's push service, until a try succeeds
 const tokenRead = newestReads();
 const grantRead = newestReads();
 
@@ -178,7 +180,7 @@ export async function drawPush(identity) {
     const device = await call("GET", "/v1/devices/me", { token: identity.token });
     on = Notification.permission === "granted" && Boolean(subscription) && device.push === "web_push";
     if (on) text = "Notifications are on, also when this page is closed.";
-    else text = pushRefusal || "Notifications are off: you see what arrives only while this page is open.";
+    else text = identity.pushRefusal || "Notifications are off: you see what arrives only while this page is open.";
   }
   state.textContent = text;
   enable.hidden = on || Notification.permission === "denied";
@@ -201,13 +203,20 @@ async function enablePush(identity) {
   const body = { web_push: { endpoint: subscription.endpoint, p256dh: keys.p256dh, auth: keys.auth } };
   try {
     await call("PATCH", "/v1/devices/me", { token: identity.token, body });
-    pushRefusal = "";
+    await keepPushRefusal(identity, "");
   } catch (error) {
     if (!(error instanceof ApiError && error.code === "push_endpoint_not_allowed")) throw error;
-    pushRefusal = refusedPushService(subscription.endpoint);
+    await keepPushRefusal(identity, refusedPushService(subscription.endpoint));
     await subscription.unsubscribe().catch(() => {}); // a subscription nothing pushes to
   }
   return drawPush(identity);
+}
+
+/** The server's refusal of this browser's push service, said in Settings until a try succeeds,
+ * across reloads (kept with the identity). */
+async function keepPushRefusal(identity, text) {
+  identity.pushRefusal = text;
+  await store.update({ pushRefusal: text });
 }
 
 /** Why notifications stay off when the server refuses this browser's push service: its outbound

@@ -4,7 +4,8 @@
  *
  * - `identity`: its role, device id and credential, its X25519 key pair (the secret key never
  *   leaves this browser), the server's public key, the devices it paired with, its armed
- *   reminders, and `lastSeq`, the last stream position it has taken in;
+ *   reminders, `lastSeq`, the last stream position it has taken in, and `pushRefusal`, why the
+ *   server refused this browser's push service (until a try succeeds);
  * - `inbox`: what it received, one entry per key (webapp/app/items.js makes them): kept across
  *   reloads and restarts, bounded to the newest KEEP entries (open questions and alerting urgent
  *   alerts are never dropped while they wait for the person);
